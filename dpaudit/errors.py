@@ -1,0 +1,42 @@
+"""Exceptions raised by dpaudit.
+
+Every error the command line can meet derives from :class:`DPAuditError`, so the CLI can turn it into a clear
+message and a non-zero exit code without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class DPAuditError(Exception):
+    """Base class of every error dpaudit raises on purpose."""
+
+
+class InvalidParameter(DPAuditError, ValueError):
+    """A privacy parameter or other input is out of its domain (negative ε, δ ≥ 1, NaN, ...)."""
+
+
+class BudgetExceeded(DPAuditError):
+    """A release would push the composed privacy loss past the session budget.
+
+    Nothing was charged and nothing was released when this is raised.
+    """
+
+
+class UnsupportedEvent(DPAuditError):
+    """An accountant was asked to compose an event (or a mix of events) it does not model."""
+
+
+class AccountingError(DPAuditError):
+    """Accounting produced no sound bound (NaN, infinity, failed root-finding, ...)."""
+
+
+class LedgerError(DPAuditError):
+    """The ledger is unreadable, corrupted, or was written concurrently by another process."""
+
+
+class PluginError(DPAuditError):
+    """A plugin is unknown, failed to load, or broke the plugin contract."""
+
+
+class VerificationError(DPAuditError):
+    """An evidence bundle or run could not be read well enough to be verified."""
