@@ -1,0 +1,100 @@
+"""The budget filter: refuses any charge that would push the composed privacy loss past the session budget.
+
+The budget (ε_B, δ_B) is fixed when the session opens. :meth:`BudgetFilter.admit` composes the events already
+charged with the candidate event and compares the resulting ε at δ_B with ε_B. It is pure with respect to the
+filter's state: admission and commitment are separate steps, and the session performs both under one lock,
+together with the write-ahead ledger append, so two workers racing for the last of the budget cannot both be
+admitted.
+
+Speed. A cheap sound accountant (RDP) is tried first; only when it would refuse is the session's (tighter)
+accountant consulted. Both are upper bounds, so admitting when either is within budget keeps the session's
+final certified ε — computed by the session's accountant, which is never looser than either — within budget.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from dpaudit.accounting import Accountant, get_accountant
+from dpaudit.errors import BudgetExceeded
+from dpaudit.events import PrivacyEvent, compose
+from dpaudit.validation import check_delta, check_epsilon
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The filter's decision for one candidate event.
+
+    Attributes:
+        epsilon: an upper bound on the composed ε at the budget's δ, with the candidate included.
+        source: the accountant that produced the bound.
+    """
+
+    epsilon: float
+    source: str
+
+
+class BudgetFilter:
+    """Admits events while the composed (ε, δ) stays within a budget fixed up front.
+
+    Args:
+        epsilon: ε_B, the session budget.
+        delta: δ_B, the session budget (the δ at which composed ε is evaluated).
+        accountant: the session's accountant (its bound is the one certified).
+        fast_accountant: a cheaper sound accountant tried first (``"rdp"`` by default).
+    """
+
+    def __init__(self, epsilon: float, delta: float, accountant: Accountant, fast_accountant: str = "rdp") -> None:
+        self.epsilon = check_epsilon(epsilon, "budget epsilon")
+        self.delta = check_delta(delta, "budget delta", allow_zero=False)
+        self.accountant = accountant
+        self._fast = get_accountant(fast_accountant) if fast_accountant != accountant.name else None
+        self._events: list[PrivacyEvent] = []
+        self._spent = 0.0
+        self._lock = threading.RLock()
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by the session across admit → ledger append → commit."""
+        return self._lock
+
+    @property
+    def events(self) -> tuple[PrivacyEvent, ...]:
+        return tuple(self._events)
+
+    @property
+    def spent(self) -> float:
+        """The bound recorded at the last admission (0 before any)."""
+        return self._spent
+
+    def _bound(self, accountant: Accountant, event: PrivacyEvent) -> tuple[float, str]:
+        source = getattr(accountant, "epsilon_with_source", None)
+        if source is not None:
+            return source(event, self.delta)
+        return accountant.epsilon(event, self.delta), accountant.name
+
+    def admit(self, event: PrivacyEvent) -> Admission:
+        """Decide whether ``event`` fits; does not change the filter.
+
+        Raises:
+            BudgetExceeded: the composed ε would exceed ε_B.
+            UnsupportedEvent, AccountingError: the accountant cannot bound the composition.
+        """
+        candidate = compose([*self._events, event])
+        if self._fast is not None and self._fast.supports(candidate):
+            eps = self._fast.epsilon(candidate, self.delta)
+            if eps <= self.epsilon:
+                return Admission(eps, self._fast.name)
+        eps, source = self._bound(self.accountant, candidate)
+        if not eps <= self.epsilon:
+            raise BudgetExceeded(
+                f"release refused: composed epsilon would be {eps:.6g} > budget {self.epsilon:g} "
+                f"(delta {self.delta:g}, {source} accountant); nothing was charged or released"
+            )
+        return Admission(eps, source)
+
+    def commit(self, event: PrivacyEvent, admission: Admission) -> None:
+        """Record an admitted event as charged."""
+        self._events.append(event)
+        self._spent = admission.epsilon

@@ -1,0 +1,88 @@
+"""The report as data: built from a run folder's ledger and certificate only (no MLflow needed)."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from dpaudit import store as run_store
+from dpaudit.errors import VerificationError
+from dpaudit.events import LeafEvent, PrivacyEvent
+from dpaudit.ledger import Record, read_records
+
+#: the noise parameters shown for each event kind (public, from the event itself)
+_PARAMETERS = ("epsilon", "delta", "scale", "sigma", "grid", "dimension", "n_candidates", "threshold_scale",
+               "query_scale", "max_queries", "sample_rate", "noise_multiplier", "steps", "batch_size",
+               "dataset_size")
+
+
+def load_run(run_dir: Path) -> tuple[list[Record], dict[str, Any] | None]:
+    """Records of ``run_dir/ledger.jsonl`` and its certificate (None while the session is still open)."""
+    ledger = Path(run_dir) / run_store.LEDGER
+    if not ledger.is_file():
+        raise VerificationError(f"{run_dir} holds no {run_store.LEDGER}")
+    records, _ = read_records(ledger)
+    cert_path = Path(run_dir) / run_store.CERTIFICATE
+    certificate = json.loads(cert_path.read_text(encoding="utf-8")) if cert_path.is_file() else None
+    return records, certificate
+
+
+def _describe(event: PrivacyEvent) -> dict[str, Any]:
+    leaves = list(event.leaves())
+    leaf, multiplicity = leaves[0]
+    assert isinstance(leaf, LeafEvent)
+    params = {k: getattr(leaf, k) for k in _PARAMETERS if hasattr(leaf, k)}
+    return {
+        "kind": event.kind if len(leaves) > 1 else leaf.kind,
+        "label": leaf.label,
+        "parameters": params,
+        "multiplicity": multiplicity,
+        "sensitivity": {"value": leaf.sensitivity.value, "norm": leaf.sensitivity.norm.value,
+                        "formula": leaf.sensitivity.formula, "source": leaf.sensitivity.source},
+        "assumptions": [a.id for a in leaf.all_assumptions()],
+    }
+
+
+def build_report(run_dir: Path) -> dict[str, Any]:
+    """Everything a budget report shows, as plain JSON-able data."""
+    records, certificate = load_run(run_dir)
+    if not records or records[0].type != "open":
+        raise VerificationError(f"{run_dir}: ledger does not start with an open record")
+    opened = records[0].body
+    events: list[dict[str, Any]] = []
+    released: dict[int, int] = {}
+    info = []
+    for r in records:
+        if r.type == "charge":
+            events.append({"seq": r.seq, "time": r.time, "plugin": r.body["plugin"],
+                           "mechanism": r.body["mechanism"], "epsilon_spent": r.body["epsilon_spent"],
+                           "bound_source": r.body["bound_source"],
+                           **_describe(PrivacyEvent.from_dict(r.body["event"]))})
+        elif r.type == "release":
+            released[r.body["charge_seq"]] = released.get(r.body["charge_seq"], 0) + 1
+        elif r.type == "info":
+            info.append({"seq": r.seq, **r.body})
+    groups: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+    for e in events:
+        e["releases"] = released.get(e["seq"], 0)
+        g = groups.setdefault((e["plugin"], e["mechanism"]), {"plugin": e["plugin"], "mechanism": e["mechanism"],
+                                                              "charges": 0, "releases": 0, "declared_epsilon": 0.0})
+        g["charges"] += 1
+        g["releases"] += e["releases"]
+        g["declared_epsilon"] += float(e["parameters"].get("epsilon", 0.0)) * e["multiplicity"]
+    return {
+        "run": {"name": opened["name"], "run_dir": str(run_dir), "closed": certificate is not None,
+                "records": len(records)},
+        "budget": opened["budget"],
+        "neighbouring": opened["neighbouring"],
+        "protected": opened["protected"],
+        "public": opened["public"],
+        "groups": list(groups.values()),
+        "events": events,
+        "cumulative_epsilon": [{"seq": e["seq"], "epsilon": e["epsilon_spent"]} for e in events],
+        "info": info,
+        "assumptions": certificate["assumptions"] if certificate else [],
+        "certificate": certificate,
+    }

@@ -1,0 +1,74 @@
+"""Finding a run: a folder, a run id in the local store, or an MLflow run id (artifacts downloaded)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from dpaudit import store as run_store
+from dpaudit.errors import VerificationError
+
+#: the files an auditor receives (the evidence bundle)
+BUNDLE_FILES = (run_store.LEDGER, run_store.CERTIFICATE, run_store.PUBLIC_KEY, run_store.REPORT_MD,
+                run_store.REPORT_JSON)
+
+
+def resolve_run(run: str, *, store: Path | str | None = None, tracking_uri: str | None = None) -> Path:
+    """The folder holding ``run``'s ledger: ``run`` itself if it is a folder, else the local store's folder for
+    that run id, else the run's artifacts downloaded from MLflow into a temporary folder.
+
+    Raises:
+        VerificationError: no such folder, local run or MLflow run.
+    """
+    path = Path(run)
+    if path.is_dir():
+        if not (path / run_store.LEDGER).is_file():
+            raise VerificationError(f"{path} is a folder but holds no {run_store.LEDGER}")
+        return path
+    local = run_store.store_root(store) / run
+    if (local / run_store.LEDGER).is_file():
+        return local
+    from dpaudit.tracking import MlflowMirror, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    try:
+        mirror = MlflowMirror(uri)
+        mirror.find_run(run)
+    except Exception as exc:
+        raise VerificationError(f"no run folder, local run or MLflow run named {run!r} ({uri}): {exc}") from exc
+    destination = Path(tempfile.mkdtemp(prefix=f"dpaudit-{run[:12]}-"))
+    folder = mirror.download_artifacts(run, destination)
+    if not (Path(folder) / run_store.LEDGER).is_file():
+        found = next(Path(folder).rglob(run_store.LEDGER), None)
+        if found is None:
+            raise VerificationError(f"MLflow run {run} has no {run_store.LEDGER} artifact")
+        folder = found.parent
+    return Path(folder)
+
+
+def export_bundle(run_dir: Path, destination: Path) -> list[Path]:
+    """Copy the evidence bundle of ``run_dir`` into ``destination`` (created); returns the files written.
+
+    Raises:
+        VerificationError: the run has no certificate yet (a session that never closed) or misses a file.
+    """
+    run_dir, destination = Path(run_dir), Path(destination)
+    missing = [n for n in BUNDLE_FILES if not (run_dir / n).is_file()]
+    if missing:
+        raise VerificationError(f"{run_dir} is missing {', '.join(missing)}: was the session closed?")
+    destination.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in BUNDLE_FILES:
+        written.append(Path(shutil.copy2(run_dir / name, destination / name)))
+    readme = destination / "README.txt"
+    readme.write_text(
+        "dpaudit evidence bundle\n\n"
+        "ledger.jsonl      every charge and release of the run, hash-chained (append-only)\n"
+        "certificate.json  the (epsilon, delta) claim, assumptions, versions and ledger head, signed (Ed25519)\n"
+        "public_key.pem    the key that verifies the signature\n"
+        "report.md/.json   the budget report\n\n"
+        "Re-verify offline:  dpaudit verify .   (exit 0 valid, 1 invalid with reasons, 2 usage error)\n",
+        encoding="utf-8")
+    written.append(readme)
+    return written

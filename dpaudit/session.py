@@ -1,0 +1,430 @@
+"""The audited session: the only door through which a plugin or a user touches private data.
+
+The path of one release (DESIGN.md): build the :class:`~dpaudit.events.PrivacyEvent` → the budget filter
+admits it or raises :class:`~dpaudit.errors.BudgetExceeded` → a fsynced ``charge`` record is appended to the
+ledger (write-ahead: before any noise exists) → noise is drawn with an exact sampler from a secure source → a
+fsynced ``release`` record holding the noisy output is appended → the output is returned. Records are mirrored
+to MLflow in batches. Closing the session composes every charge into a signed certificate.
+
+Example:
+    >>> from dpaudit import Session
+    >>> with Session(epsilon=1.0, delta=1e-6, name="my-study") as s:      # doctest: +SKIP
+    ...     m = s.laplace(value, sensitivity=1.0, epsilon=0.1)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpaudit import store as run_store
+from dpaudit.accounting import get_accountant
+from dpaudit.budget import BudgetFilter
+from dpaudit.certificate import build_certificate, write_certificate
+from dpaudit.errors import DPAuditError, InvalidParameter, UnsupportedEvent
+from dpaudit.events import (
+    AboveThresholdEvent,
+    ExponentialEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PrivacyEvent,
+    neighbouring_of,
+)
+from dpaudit.ledger import Ledger, Record
+from dpaudit.mechanisms import calibration
+from dpaudit.mechanisms.above_threshold import AboveThreshold
+from dpaudit.mechanisms.additive import release_gaussian, release_laplace
+from dpaudit.mechanisms.exponential import sample_exponential
+from dpaudit.mechanisms.randomness import RandomSource, SecureRandom
+from dpaudit.provenance import code_version, dpaudit_version
+from dpaudit.sensitivity import Neighbouring, Norm, Sensitivity, declared
+from dpaudit.signing import load_or_create_key
+from dpaudit.validation import check_count, check_delta, check_epsilon
+
+
+@dataclass(frozen=True)
+class Charge:
+    """A charged event: the ledger sequence number of its ``charge`` record and the event itself."""
+
+    seq: int
+    event: PrivacyEvent
+    plugin: str
+    mechanism: str
+
+
+def _as_sensitivity(sensitivity: float | Sensitivity, norm: Norm, mechanism: str) -> Sensitivity:
+    if isinstance(sensitivity, Sensitivity):
+        return sensitivity
+    return declared(sensitivity, norm, f"bound passed as a number to Session.{mechanism}()")
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-safe copy of a released output (numpy arrays and scalars become lists and floats)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (np.floating, np.integer, np.bool_)):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+class Session:
+    """An audited differentially private session with a budget fixed before any data is touched.
+
+    Args:
+        epsilon: ε_B of the whole session (> 0).
+        delta: δ_B of the whole session, in (0, 1).
+        name: human-readable name (MLflow run name).
+        neighbouring: ``"add_remove"`` or ``"replace_one"``; every charged event must use it.
+        protected: names of the data sets the guarantee protects (stated in the certificate).
+        public: names of data used without privacy protection (e.g. a public test set), stated as such.
+        accountant: name of the accountant whose bound is certified (default: the tightest sound one).
+        rng: randomness source; :class:`SecureRandom` by default. A seeded source marks the certificate
+            "not for release".
+        store: run store root (default ``$DPAUDIT_HOME`` or ``./dpaudit_runs``).
+        tracking_uri: MLflow tracking URI (default ``$MLFLOW_TRACKING_URI`` or the embedded SQLite store).
+        mirror: mirror the ledger into MLflow (default True).
+        confidential: allow :meth:`log_confidential` (raw values in a separate, marked MLflow experiment).
+        signing_key: path of the Ed25519 key that signs the certificate (default ``<store>/keys/``).
+    """
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float,
+        name: str = "dpaudit-session",
+        *,
+        neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE,
+        protected: Sequence[str] = ("private data set",),
+        public: Sequence[str] = (),
+        accountant: str = "tightest",
+        rng: RandomSource | None = None,
+        store: Path | str | None = None,
+        tracking_uri: str | None = None,
+        mirror: bool = True,
+        confidential: bool = False,
+        signing_key: Path | str | None = None,
+    ) -> None:
+        epsilon = check_epsilon(epsilon, "budget epsilon")
+        delta = check_delta(delta, "budget delta", allow_zero=False)
+        try:
+            self.neighbouring = Neighbouring(neighbouring)
+        except ValueError:
+            raise InvalidParameter(
+                f"neighbouring must be 'add_remove' or 'replace_one', got {neighbouring!r}") from None
+        if not protected:
+            raise InvalidParameter("name at least one protected data set")
+        self.name = name
+        self.protected = tuple(protected)
+        self.public = tuple(public)
+        self.rng = rng if rng is not None else SecureRandom()
+        self._accountant = get_accountant(accountant)
+        self._filter = BudgetFilter(epsilon, delta, self._accountant)
+        self._root = run_store.store_root(store)
+        self._key_path = Path(signing_key) if signing_key else run_store.default_key_path(self._root)
+        self._charges: dict[int, Charge] = {}
+        self._mirror = None
+        self._mirror_error: Exception | None = None
+        self._confidential = None
+        self._closed = False
+        self._plugins: dict[str, str] = {}
+        self._release_lock = threading.Lock()
+        self._trial_run: str | None = None
+
+        if mirror:
+            from dpaudit.tracking import MlflowMirror, resolve_tracking_uri
+
+            self._mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), experiment="dpaudit")
+            self.run_id = self._mirror.start_run(
+                name, params={"budget_epsilon": str(epsilon), "budget_delta": str(delta),
+                              "neighbouring": self.neighbouring.value, "accountant": accountant},
+                tags={"dpaudit.protected": ", ".join(self.protected), "dpaudit.for_release": str(self.rng.for_release)},
+            )
+            if confidential:
+                from dpaudit.tracking import ConfidentialLog
+
+                self._confidential = ConfidentialLog(self._mirror, "dpaudit")
+        else:
+            self.run_id = uuid.uuid4().hex
+        self.run_dir = self._root / self.run_id
+        self._ledger = Ledger.create(self.run_dir / run_store.LEDGER)
+        self._append("open", {
+            "name": name,
+            "budget": {"epsilon": epsilon, "delta": delta},
+            "neighbouring": self.neighbouring.value,
+            "protected": list(self.protected),
+            "public": list(self.public),
+            "accountant": {"name": self._accountant.name, "version": self._accountant.version()},
+            "randomness": self.rng.describe(),
+            "dpaudit_version": dpaudit_version(),
+            "code_version": code_version(),
+            "confidential_log": bool(confidential),
+        })
+
+    # --- context management -----------------------------------------------------------------------------------
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close(status="FAILED" if exc_type is not None else "FINISHED")
+
+    # --- state ------------------------------------------------------------------------------------------------
+
+    @property
+    def budget(self) -> tuple[float, float]:
+        """(ε_B, δ_B), fixed when the session opened."""
+        return self._filter.epsilon, self._filter.delta
+
+    @property
+    def ledger_path(self) -> Path:
+        return self._ledger.path
+
+    @property
+    def certificate_path(self) -> Path:
+        return self.run_dir / run_store.CERTIFICATE
+
+    @property
+    def device(self):  # -> torch.device
+        """The torch device for GP and training work: CUDA when available, else the CPU."""
+        import torch
+
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    def spent_epsilon(self) -> float:
+        """Upper bound on ε (at δ_B) of everything charged so far."""
+        return self._filter.spent
+
+    def remaining_epsilon(self) -> float:
+        return max(0.0, self._filter.epsilon - self._filter.spent)
+
+    # --- the audited path -------------------------------------------------------------------------------------
+
+    def _append(self, kind: str, body: dict[str, Any]) -> Record:
+        record = self._ledger.append(kind, body)
+        self._mirror_record(record)
+        return record
+
+    def _mirror_record(self, record: Record) -> None:
+        if self._mirror is None or self._mirror_error is not None:
+            return
+        spent = self._filter.spent
+        try:
+            self._mirror.record(self._trial_run or self.run_id, record.to_dict(), spent,
+                                max(0.0, self._filter.epsilon - spent))
+        except Exception as exc:  # the ledger is the source of truth; the mirror catches up on close
+            self._mirror_error = exc
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DPAuditError("session is closed; open a new Session")
+
+    def charge(self, event: PrivacyEvent, *, plugin: str, mechanism: str) -> Charge:
+        """Reserve budget for ``event`` and write its ``charge`` record, before any noise is drawn.
+
+        Raises:
+            BudgetExceeded: the composed ε would exceed the budget; nothing is charged or written.
+            UnsupportedEvent: wrong neighbouring relation, or the accountant cannot bound the event.
+        """
+        self._check_open()
+        if not isinstance(event, PrivacyEvent):
+            raise InvalidParameter(f"charge needs a PrivacyEvent, got {type(event).__name__}")
+        relation = neighbouring_of(event)
+        if relation is not self.neighbouring:
+            raise UnsupportedEvent(
+                f"event is about {relation.value} neighbours but the session protects {self.neighbouring.value}"
+            )
+        with self._filter.lock:
+            admission = self._filter.admit(event)
+            record = self._ledger.append("charge", {
+                "event": event.to_dict(), "plugin": plugin, "mechanism": mechanism,
+                "epsilon_spent": admission.epsilon, "bound_source": admission.source,
+            })
+            self._filter.commit(event, admission)
+            charge = Charge(record.seq, event, plugin, mechanism)
+            self._charges[record.seq] = charge
+        self._mirror_record(record)
+        return charge
+
+    def record_release(self, charge: Charge, output: Any) -> None:
+        """Write the ``release`` record of a charged event's (noisy, public) output, fsynced, before returning it."""
+        self._check_open()
+        if self._charges.get(charge.seq) is not charge:
+            raise InvalidParameter(f"charge {charge.seq} was not made by this session")
+        self._append("release", {"charge_seq": charge.seq, "plugin": charge.plugin, "mechanism": charge.mechanism,
+                                 "label": getattr(charge.event, "label", ""), "output": _jsonable(output)})
+
+    def record_info(self, plugin: str, body: Mapping[str, Any]) -> None:
+        """Record public information (e.g. a realised iteration count); it is never used for accounting."""
+        self._check_open()
+        self._append("info", {"plugin": plugin, "info": _jsonable(dict(body))})
+
+    def register_plugin(self, name: str, version: str) -> None:
+        """Note a plugin (and its version) that acts in this session; it is listed in the certificate."""
+        self._plugins[name] = version
+
+    def log_public_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        """Mirror metrics computed on PUBLIC data only (e.g. accuracy on a public test set)."""
+        self._check_open()
+        self.record_info("session", {"public_metrics": dict(metrics), "step": step})
+        if self._mirror is not None and self._mirror_error is None:
+            try:
+                self._mirror.log_public_metrics(self._trial_run or self.run_id, dict(metrics), step)
+            except Exception as exc:
+                self._mirror_error = exc
+
+    def log_confidential(self, values: Mapping[str, float], step: int = 0) -> None:
+        """Log raw, NON-private values into the separate confidential experiment (only if enabled at open)."""
+        if self._confidential is None:
+            raise DPAuditError("confidential logging is off: open the Session with confidential=True (values "
+                               "logged there are not differentially private and are outside the release)")
+        self._confidential.log(self.name, dict(values), step)
+
+    @contextlib.contextmanager
+    def trial(self, name: str) -> Iterator[None]:
+        """Mirror the records made inside the block to a nested MLflow run (one tuning trial)."""
+        if self._mirror is None:
+            yield
+            return
+        previous = self._trial_run
+        self._trial_run = self._mirror.start_run(name, params={}, tags={}, parent_run_id=self.run_id)
+        try:
+            yield
+        finally:
+            self._mirror.end_run(self._trial_run)
+            self._trial_run = previous
+
+    # --- mechanisms -------------------------------------------------------------------------------------------
+
+    def laplace(self, value: Any, sensitivity: float | Sensitivity, epsilon: float, *, label: str = "",
+                grid: float | None = None) -> Any:
+        """Release ``value`` (a number or array) with discrete Laplace noise; ε-DP for L1 sensitivity Δ."""
+        sens = _as_sensitivity(sensitivity, Norm.L1, "laplace")
+        epsilon = check_epsilon(epsilon)
+        dimension = int(np.size(value))
+        grid = grid if grid is not None else calibration.default_grid(sens.value)
+        scale = calibration.calibrate_laplace_scale(epsilon, sens.value, grid, dimension)
+        event = LaplaceEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label, epsilon=epsilon,
+                             scale=scale, grid=grid, dimension=dimension)
+        charge = self.charge(event, plugin="session", mechanism="laplace")
+        out = release_laplace(value, scale, grid, self.rng)
+        self.record_release(charge, out)
+        return out
+
+    def gaussian(self, value: Any, sensitivity: float | Sensitivity, epsilon: float, delta: float, *,
+                 label: str = "", grid: float | None = None) -> Any:
+        """Release ``value`` with discrete Gaussian noise calibrated to (ε, δ) for L2 sensitivity Δ."""
+        sens = _as_sensitivity(sensitivity, Norm.L2, "gaussian")
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta, allow_zero=False)
+        dimension = int(np.size(value))
+        grid = grid if grid is not None else calibration.default_grid(sens.value)
+        sigma = calibration.calibrate_discrete_gaussian(epsilon, delta, sens.value, grid, dimension)
+        event = GaussianEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label, epsilon=epsilon,
+                              delta=delta, sigma=sigma, grid=grid, dimension=dimension)
+        charge = self.charge(event, plugin="session", mechanism="gaussian")
+        out = release_gaussian(value, sigma, grid, self.rng)
+        self.record_release(charge, out)
+        return out
+
+    def exponential(self, scores: Sequence[float], sensitivity: float | Sensitivity, epsilon: float, *,
+                    monotone: bool = False, label: str = "") -> int:
+        """Choose a candidate index with the exponential mechanism (exact sampler); ε-DP."""
+        sens = _as_sensitivity(sensitivity, Norm.L1, "exponential")
+        scores = [float(u) for u in scores]
+        event = ExponentialEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label,
+                                 epsilon=check_epsilon(epsilon), n_candidates=len(scores), monotone=monotone)
+        charge = self.charge(event, plugin="session", mechanism="exponential")
+        index = sample_exponential(scores, epsilon, sens.value, monotone, self.rng)
+        self.record_release(charge, index)
+        return index
+
+    def above_threshold(self, threshold: float, sensitivity: float | Sensitivity, epsilon: float, *,
+                        max_queries: int, label: str = "", grid: float | None = None,
+                        plugin: str = "session") -> AuditedAboveThreshold:
+        """Start an AboveThreshold run charged ε once; each answer is written to the ledger before it is returned."""
+        sens = _as_sensitivity(sensitivity, Norm.L1, "above_threshold")
+        epsilon = check_epsilon(epsilon)
+        check_count("max_queries", max_queries)
+        grid = grid if grid is not None else calibration.default_grid(sens.value)
+        t_scale, q_scale = calibration.calibrate_above_threshold(epsilon, sens.value, grid)
+        event = AboveThresholdEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label, epsilon=epsilon,
+                                    threshold_scale=t_scale, query_scale=q_scale, grid=grid,
+                                    max_queries=max_queries)
+        charge = self.charge(event, plugin=plugin, mechanism="above_threshold")
+        return AuditedAboveThreshold(self, charge, AboveThreshold(threshold, t_scale, q_scale, grid, max_queries,
+                                                                  self.rng))
+
+    # --- closing ----------------------------------------------------------------------------------------------
+
+    def close(self, status: str = "FINISHED") -> dict[str, Any]:
+        """Close the ledger, build and sign the certificate, write it (and the report) and mirror them.
+
+        Idempotent: a second call returns the certificate already written.
+        """
+        if self._closed:
+            return json.loads(self.certificate_path.read_text())
+        self._append("close", {"status": status, "charges": len(self._charges)})
+        self._closed = True
+        key = load_or_create_key(self._key_path)
+        certificate = build_certificate(self._ledger.records(), key=key, plugins=self._plugins,
+                                        confidential_experiment=(self._confidential.experiment_name
+                                                                 if self._confidential else None))
+        write_certificate(self.run_dir, certificate, key)
+        from dpaudit.report import write_reports
+
+        write_reports(self.run_dir)
+        if self._mirror is not None:
+            self._finish_mirror(status)
+        return certificate
+
+    def _finish_mirror(self, status: str) -> None:
+        assert self._mirror is not None
+        try:
+            if self._mirror_error is not None:
+                records = [r.to_dict() for r in self._ledger.records()]
+                spent = [r.body.get("epsilon_spent") for r in self._ledger.records()]
+                self._mirror.resync(self.run_id, records, spent)
+            self._mirror.flush()
+            self._mirror.log_artifacts(self.run_id, sorted(p for p in self.run_dir.iterdir() if p.is_file()))
+            self._mirror.end_run(self.run_id, status)
+        except Exception as exc:
+            print(f"dpaudit: warning: MLflow mirror incomplete ({exc}); the ledger and certificate in "
+                  f"{self.run_dir} are complete; re-sync later", file=sys.stderr)
+
+
+class AuditedAboveThreshold:
+    """AboveThreshold inside a session: every answer is a release and is written to the ledger first."""
+
+    def __init__(self, session: Session, charge: Charge, mechanism: AboveThreshold) -> None:
+        self._session = session
+        self.charge = charge
+        self._mechanism = mechanism
+
+    @property
+    def halted(self) -> bool:
+        return self._mechanism.halted
+
+    @property
+    def queries_made(self) -> int:
+        return self._mechanism.queries_made
+
+    def test(self, value: float) -> bool:
+        """Is the (noisy) query above the (noisy) threshold? Raises once halted or past ``max_queries``."""
+        with self._session._release_lock:
+            answer = self._mechanism.test(value)
+            self._session.record_release(self.charge, {"query": self._mechanism.queries_made - 1,
+                                                       "above": bool(answer)})
+        return answer
