@@ -1,0 +1,405 @@
+"""DP-SGD and DP-Adam (Abadi et al. 2016, Alg. 1) through Opacus, inside an audited :class:`~dpaudit.Session`.
+
+The order of operations is what makes the accounting sound:
+
+1. The sampling plan is fixed from public quantities only: Poisson sampling at rate ``q = B / n`` (B the expected
+   batch size, n the training-set size, treated as public) and ``N = epochs × ⌊1/q⌋`` steps, the number of
+   batches Opacus's ``DPDataLoader`` yields per epoch times the epochs. (Opacus's own ``make_private`` sets
+   ``q = 1 / len(data_loader)``, which differs from B/n whenever B does not divide n; it is not used here.)
+2. One :class:`~dpaudit.events.PoissonSubsampledGaussianEvent` (q, σ, N, L2 sensitivity C of the clipped gradient
+   sum under add/remove neighbours) is charged through ``session.charge`` *before* the first noisy step. If the
+   budget cannot pay for it, :class:`~dpaudit.errors.BudgetExceeded` propagates and nothing is trained.
+3. :class:`CappedDPOptimizer` refuses step N + 1 before any gradient of that step is clipped or noised, so the
+   realised number of steps can be smaller (the charge covers N) but never larger: the accounting never follows a
+   data-dependent stopping time.
+4. Only the model's digest is recorded as the release; metrics on public evaluation data are logged unnoised.
+
+Each step computes ``(Σ_{i∈batch} clip_C(∇ℓ_i) + N(0, σ²C² I)) / B`` (Opacus ``DPOptimizer``: flat clipping,
+``loss_reduction="sum"`` per-example gradients, averaged by the *expected* batch size B, which is public, never
+by the realised Poisson batch size, which is not).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import opacus
+import torch
+from opacus import GradSampleModule
+from opacus.data_loader import DPDataLoader
+from opacus.optimizers import DPOptimizer
+from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+from opacus.validators import ModuleValidator
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from dpaudit import canonical
+from dpaudit.errors import AccountingError, InvalidParameter, PluginError
+from dpaudit.events import PoissonSubsampledGaussianEvent
+from dpaudit.sensitivity import Assumption, Neighbouring, from_formula
+from dpaudit.validation import check_count, check_positive
+
+if TYPE_CHECKING:
+    from dpaudit.session import Session
+
+PLUGIN_NAME = "opacus-training"
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
+MECHANISMS = {"sgd": "dp-sgd", "adam": "dp-adam"}
+_SEED_RANGE = 2**63
+
+ASSUMPTIONS: tuple[Assumption, ...] = (
+    Assumption(
+        id="opacus-floating-point-gaussian",
+        statement="The Gaussian noise N(0, σ²C²) is drawn by torch.normal in floating point from a torch.Generator "
+        "(a pseudo-random generator seeded from the session's random source), not by an exact sampler. The "
+        "guarantee is that of the idealised real-valued Gaussian mechanism; floating-point attacks on naive "
+        "Gaussian sampling are not mitigated because Opacus secure_mode is off.",
+        conditional=True,
+        source="Mironov 2012 (CCS), floating-point attack on Laplace; Jin et al. 2022 (IEEE S&P, arXiv 2112.05307) "
+        "for Opacus's Gaussian sampler",
+    ),
+    Assumption(
+        id="opacus-poisson-sampling",
+        statement="Each step includes every training record independently with probability q, implemented by "
+        "Opacus's UniformWithReplacementSampler as torch.rand(n) < q from a torch.Generator (a PRNG, not a "
+        "CSPRNG); the analysis assumes exact independent Bernoulli(q) inclusion.",
+        conditional=True,
+        source="Mironov, Talwar & Zhang 2019 (Rényi DP of the sampled Gaussian mechanism), Sec. 3",
+    ),
+    Assumption(
+        id="dataset-size-public",
+        statement="The training-set size n is public: it sets q = B/n and the step count N, which are recorded. "
+        "The guarantee covers add/remove neighbours D' of D run with these fixed (q, σ, N).",
+        conditional=True,
+        source="Ponomareva et al. 2023 (How to DP-fy ML, JAIR): the data set size is usually treated as public",
+    ),
+    Assumption(
+        id="opacus-per-example-clipping",
+        statement="Per-example gradients are computed by Opacus's GradSampleModule (hooks, strict mode: no buffers, "
+        "ModuleValidator passed, so no layer mixes examples) and each is scaled to L2 norm at most C before "
+        "summation (DPOptimizer flat clipping).",
+        conditional=False,
+        source="Abadi et al. 2016, Alg. 1; Yousefpour et al. 2021 (Opacus)",
+    ),
+    Assumption(
+        id="fixed-step-count",
+        statement="The step count N was fixed before training and is enforced by a step cap that refuses step N+1 "
+        "before it clips or noises anything; training may stop earlier, never later.",
+        conditional=False,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class SamplingPlan:
+    """The public schedule of a DP-SGD run, fixed before any noisy step.
+
+    Attributes:
+        dataset_size: n, the number of training records (public by assumption).
+        sample_rate: q, each record's inclusion probability per step.
+        steps_per_epoch: batches the ``DPDataLoader`` yields per pass (⌊1/q⌋ for Opacus's sampler).
+        epochs: passes over the loader.
+    """
+
+    dataset_size: int
+    sample_rate: float
+    steps_per_epoch: int
+    epochs: int
+
+    @property
+    def steps(self) -> int:
+        """N, the total number of noisy steps charged."""
+        return self.steps_per_epoch * self.epochs
+
+    @property
+    def expected_batch_size(self) -> float:
+        """q·n, the public divisor of the noisy gradient sum."""
+        return self.sample_rate * self.dataset_size
+
+
+def plan_from_loader(loader: DataLoader, epochs: int) -> SamplingPlan:
+    """Read the sampling plan off an Opacus Poisson ``DPDataLoader``.
+
+    Raises:
+        PluginError: the loader is not a single-process Opacus ``DPDataLoader`` whose batch sampler is the Poisson
+            ``UniformWithReplacementSampler`` over the whole dataset (its sampling could not be accounted for).
+    """
+    check_count("epochs", epochs)
+    if not isinstance(loader, DPDataLoader):
+        raise PluginError(
+            f"{PLUGIN_NAME} needs an Opacus Poisson DPDataLoader; a {type(loader).__name__} samples batches in a "
+            "way the Poisson-subsampled Gaussian accounting does not cover"
+        )
+    sampler = loader.batch_sampler
+    if type(sampler) is not UniformWithReplacementSampler:
+        raise PluginError(f"{PLUGIN_NAME} accounts only for UniformWithReplacementSampler (Poisson) batches, "
+                          f"got {type(sampler).__name__}")
+    n = len(loader.dataset)  # type: ignore[arg-type]
+    if sampler.num_samples != n or sampler.sample_rate != loader.sample_rate:
+        raise PluginError(f"{PLUGIN_NAME}: the loader's sampler does not cover its dataset at its stated rate")
+    q = float(sampler.sample_rate)
+    if not 0 < q <= 1:
+        raise PluginError(f"{PLUGIN_NAME}: sample rate {q} is not in (0, 1]")
+    return SamplingPlan(dataset_size=n, sample_rate=q, steps_per_epoch=len(sampler), epochs=epochs)
+
+
+def dp_sgd_event(plan: SamplingPlan, *, noise_multiplier: float, max_grad_norm: float,
+                 label: str) -> PoissonSubsampledGaussianEvent:
+    """The single event that covers the whole run: N steps of the Poisson-subsampled Gaussian mechanism.
+
+    Sensitivity: the sum of per-example gradients clipped to L2 norm C changes by at most C when one record is added
+    or removed (Abadi et al. 2016, Alg. 1; the kernel formula ``clipped_gradient_sum``).
+    """
+    sensitivity = from_formula("clipped_gradient_sum", Neighbouring.ADD_REMOVE, clip_norm=max_grad_norm)
+    return PoissonSubsampledGaussianEvent(
+        neighbouring=Neighbouring.ADD_REMOVE,
+        sensitivity=sensitivity,
+        label=label,
+        assumptions=ASSUMPTIONS,
+        sample_rate=plan.sample_rate,
+        noise_multiplier=noise_multiplier,
+        steps=plan.steps,
+    )
+
+
+class CappedDPOptimizer(DPOptimizer):
+    """Opacus's ``DPOptimizer`` with a hard cap on the number of noisy steps.
+
+    The check runs at the top of :meth:`pre_step`, before the step's per-example gradients are clipped and before
+    its noise is drawn, so a refused step releases nothing.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, *, max_steps: int, **kwargs: Any) -> None:
+        super().__init__(optimizer, **kwargs)
+        self.max_steps = check_count("max_steps", max_steps)
+        self.steps_taken = 0
+
+    def pre_step(self, closure: Any = None) -> bool:
+        """Refuse the step past the cap, then clip, noise and count.
+
+        Raises:
+            AccountingError: this step would exceed the number of steps charged.
+        """
+        if self.steps_taken >= self.max_steps:
+            raise AccountingError(
+                f"noisy step {self.steps_taken + 1} exceeds the {self.max_steps} steps charged; the accounting "
+                "never follows a data-dependent stopping time"
+            )
+        ran = super().pre_step(closure)
+        if ran:
+            self.steps_taken += 1
+        return ran
+
+
+def state_dict_sha256(model: nn.Module) -> str:
+    """SHA-256 over the model's parameters and buffers, in a documented byte format.
+
+    For each entry of ``state_dict()`` in sorted key order: the canonical JSON of
+    ``{"name", "dtype", "shape"}`` followed by the tensor's raw little-endian bytes (C order, on the CPU).
+    """
+    h = hashlib.sha256()
+    state = model.state_dict()
+    for name in sorted(state):
+        t = state[name].detach().to("cpu").contiguous()
+        h.update(canonical.encode({"name": name, "dtype": str(t.dtype), "shape": list(t.shape)}))
+        arr = t.numpy()
+        h.update(arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
+    return h.hexdigest()
+
+
+def evaluate(model: nn.Module, X: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor,
+             device: torch.device) -> dict[str, float]:
+    """Accuracy and mean logistic loss of a one-logit classifier on (public) data."""
+    Xt, yt = _as_tensors(X, y)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        logits = model(Xt.to(device)).reshape(-1)
+        target = yt.to(device)
+        loss = nn.functional.binary_cross_entropy_with_logits(logits, target).item()
+        accuracy = ((logits > 0).float() == target).float().mean().item()
+    model.train(was_training)
+    return {"test_accuracy": accuracy, "test_loss": loss}
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """Outcome of a private training run.
+
+    Attributes:
+        model: the trained module (Opacus hooks removed), on the session's device.
+        steps: noisy steps realised (≤ ``planned_steps``).
+        planned_steps: N, the steps charged.
+        charge_seq: ledger sequence number of the charge.
+        sample_rate: q.
+        model_sha256: :func:`state_dict_sha256` of the final model (the recorded release).
+        n_parameters: number of trainable scalars.
+        train_loss: mean training loss over the examples seen (None if every batch was empty). CONFIDENTIAL:
+            computed on private data without noise; this plugin never logs or releases it.
+    """
+
+    model: nn.Module
+    steps: int
+    planned_steps: int
+    charge_seq: int
+    sample_rate: float
+    model_sha256: str
+    n_parameters: int
+    train_loss: float | None
+
+
+def _float_tensor(a: np.ndarray | torch.Tensor) -> torch.Tensor:
+    if isinstance(a, torch.Tensor):
+        return a.detach().to(device="cpu", dtype=torch.float32)
+    return torch.from_numpy(np.array(a, dtype=np.float32))  # a copy: the caller's (read-only) array is untouched
+
+
+def _as_tensors(X: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    Xt, yt = _float_tensor(X), _float_tensor(y)
+    if Xt.ndim != 2 or yt.ndim != 1 or len(Xt) != len(yt) or len(yt) == 0:
+        raise InvalidParameter(f"need X of shape (n, d) and y of shape (n,), n >= 1; got {tuple(Xt.shape)} and "
+                               f"{tuple(yt.shape)}")
+    if not (torch.isfinite(Xt).all() and torch.isfinite(yt).all()):
+        raise InvalidParameter("X and y must be finite (no NaN or infinity)")
+    if not ((yt == 0) | (yt == 1)).all():
+        raise InvalidParameter("labels y must be 0 or 1")
+    return Xt, yt
+
+
+def _torch_generator(session: Session, device: torch.device) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(session.rng.randbelow(_SEED_RANGE))
+
+
+def train_private(session: Session, model: nn.Module, X: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor,
+                  *, optimizer: str, lr: float, epochs: int, batch_size: int, max_grad_norm: float,
+                  noise_multiplier: float, label: str,
+                  public_eval: tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor] | None = None,
+                  ) -> TrainResult:
+    """Train ``model`` on the private (X, y) with DP-SGD / DP-Adam, charged to ``session`` before the first step.
+
+    Poisson sampling at ``q = batch_size / len(X)`` (Abadi et al. 2016, Sec. 3.1 "lots"; Mironov, Talwar & Zhang
+    2019), drawn with a generator seeded from ``session.rng``.
+
+    Args:
+        session: the open audited session (add/remove neighbours).
+        model: a module mapping (batch, d) float inputs to (batch, 1) logits; trained in place.
+        X, y: the private training features and 0/1 labels.
+        optimizer: ``"sgd"`` (DP-SGD) or ``"adam"`` (DP-Adam).
+        lr: learning rate.
+        epochs: passes; N = epochs × ⌊len(X)/batch_size⌋ steps are charged.
+        batch_size: expected batch size B.
+        max_grad_norm: per-example clipping norm C.
+        noise_multiplier: σ (noise standard deviation σ·C on the gradient sum).
+        label: public description recorded with the event.
+        public_eval: optional PUBLIC evaluation data; its metrics are logged unnoised after each epoch.
+
+    Raises:
+        InvalidParameter: bad data or hyperparameters.
+        PluginError: the session is not add/remove or the model is incompatible with Opacus.
+        BudgetExceeded: the session cannot pay for the N steps (nothing is trained).
+    """
+    Xt, yt = _as_tensors(X, y)
+    n = len(yt)
+    check_count("batch_size", batch_size)
+    if batch_size > n:
+        raise InvalidParameter(f"batch_size {batch_size} exceeds the {n} training records")
+    loader = DPDataLoader(TensorDataset(Xt, yt), sample_rate=batch_size / n,
+                          generator=_torch_generator(session, torch.device("cpu")))
+    return train_private_loader(session, model, loader, optimizer=optimizer, lr=lr, epochs=epochs,
+                                max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier, label=label,
+                                public_eval=public_eval)
+
+
+def train_private_loader(session: Session, model: nn.Module, loader: DataLoader, *, optimizer: str, lr: float,
+                         epochs: int, max_grad_norm: float, noise_multiplier: float, label: str,
+                         public_eval: tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor] | None = None,
+                         ) -> TrainResult:
+    """:func:`train_private` for a caller-built loader, which must be an Opacus Poisson ``DPDataLoader``.
+
+    The loader must yield ``(features, 0/1 labels)`` batches. Its sample rate q and ⌊1/q⌋ batches per epoch are
+    read off its sampler; the expected batch size q·n is the gradient divisor.
+
+    Raises:
+        PluginError: any other loader (its sampling cannot be accounted for), see :func:`plan_from_loader`.
+    """
+    plan = plan_from_loader(loader, epochs)
+    check_positive("lr", lr)
+    check_positive("max_grad_norm", max_grad_norm)
+    check_positive("noise_multiplier", noise_multiplier)
+    if optimizer not in OPTIMIZERS:
+        raise InvalidParameter(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}")
+    if Neighbouring(session.neighbouring) is not Neighbouring.ADD_REMOVE:
+        raise PluginError(f"{PLUGIN_NAME} is analysed under add/remove neighbours; the session uses "
+                          f"{Neighbouring(session.neighbouring).value}")
+    device = session.device
+    model.to(device).train()
+    errors = ModuleValidator.validate(model, strict=False)
+    if errors:
+        raise PluginError(f"{PLUGIN_NAME}: model is not compatible with per-example clipping: {errors}")
+    event = dp_sgd_event(plan, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, label=label)
+
+    gsm = GradSampleModule(model, batch_first=True, loss_reduction="sum", strict=True)
+    try:
+        gsm.forbid_grad_accumulation()
+        dp_optimizer = CappedDPOptimizer(
+            OPTIMIZERS[optimizer](gsm.parameters(), lr=lr),
+            max_steps=plan.steps,
+            noise_multiplier=noise_multiplier,
+            max_grad_norm=max_grad_norm,
+            expected_batch_size=plan.expected_batch_size,
+            loss_reduction="mean",  # divide the noisy clipped sum by the public expected batch size
+            generator=_torch_generator(session, device),
+            secure_mode=False,
+        )
+        charge = session.charge(event, plugin=PLUGIN_NAME, mechanism=MECHANISMS[optimizer])
+        train_loss = _train_loop(session, gsm, dp_optimizer, loader, plan, public_eval)
+    finally:
+        trained = gsm.to_standard_module()
+
+    digest = state_dict_sha256(trained)
+    n_parameters = sum(p.numel() for p in trained.parameters() if p.requires_grad)
+    session.record_info(PLUGIN_NAME, {
+        "charge_seq": charge.seq,
+        "mechanism": MECHANISMS[optimizer],
+        "planned_steps": plan.steps,
+        "realised_steps": dp_optimizer.steps_taken,
+        "sample_rate": plan.sample_rate,
+        "dataset_size": plan.dataset_size,
+        "expected_batch_size": plan.expected_batch_size,
+        "epochs": plan.epochs,
+        "noise_multiplier": noise_multiplier,
+        "max_grad_norm": max_grad_norm,
+        "optimizer": optimizer,
+        "lr": lr,
+        "opacus_version": opacus.__version__,
+        "secure_mode": False,
+        "device": str(device),
+    })
+    session.record_release(charge, {"model_sha256": digest, "n_parameters": n_parameters})
+    return TrainResult(model=trained, steps=dp_optimizer.steps_taken, planned_steps=plan.steps,
+                       charge_seq=charge.seq, sample_rate=plan.sample_rate, model_sha256=digest,
+                       n_parameters=n_parameters, train_loss=train_loss)
+
+
+def _train_loop(session: Session, gsm: GradSampleModule, dp_optimizer: CappedDPOptimizer, loader: DataLoader,
+                plan: SamplingPlan, public_eval: tuple[Any, Any] | None) -> float | None:
+    """Run the planned epochs; returns the (confidential) mean training loss."""
+    device = session.device
+    criterion = nn.BCEWithLogitsLoss(reduction="sum")
+    loss_sum, seen = 0.0, 0
+    for _ in range(plan.epochs):
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            dp_optimizer.zero_grad(set_to_none=True)
+            loss = criterion(gsm(xb).reshape(-1), yb)
+            loss.backward()
+            dp_optimizer.step()
+            loss_sum += loss.item()
+            seen += len(yb)
+        if public_eval is not None:
+            session.log_public_metrics(evaluate(gsm, public_eval[0], public_eval[1], device),
+                                       step=dp_optimizer.steps_taken)
+    return loss_sum / seen if seen else None
