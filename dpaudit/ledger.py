@@ -1,0 +1,472 @@
+"""Append-only, hash-chained, crash-safe ledger of a session's privacy-relevant acts.
+
+The ledger is a text file with one canonical-JSON object per ``"\\n"``-terminated UTF-8 line::
+
+    {"body":{...},"hash":"<sha256>","prev":"<sha256>","seq":0,"time":1700000000.0,"type":"open"}
+
+``hash`` is the SHA-256 of the canonical encoding of the other five fields and ``prev`` is the ``hash`` of the
+record before (``"0" * 64`` for ``seq`` 0), so every record commits to the whole history before it (a hash chain,
+Haber and Stornetta, "How to time-stamp a digital document", J. Cryptology 3(2), 1991, Sec. 5.1). Editing,
+deleting, reordering or inserting a record breaks the chain at that point; cutting whole records off the end does
+not, which is why the certificate signs the head hash and the record count (see docs/ledger.md).
+
+Durability is write-ahead: :meth:`Ledger.append` writes the line with one ``os.write`` on an ``O_APPEND``
+descriptor, ``fsync``\\ s it, and only then returns. A ``kill -9`` can therefore leave at most one torn final line,
+belonging to a record whose append never returned. :meth:`Ledger.open` cuts such a line off (keeping its bytes in
+``<ledger>.torn``) and refuses every other kind of damage. The ledger does not interpret record bodies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpaudit import canonical
+from dpaudit.errors import LedgerError
+
+GENESIS_PREV = "0" * 64
+"""The ``prev`` of the record with ``seq`` 0."""
+
+MALFORMED = "malformed"
+"""Problem kind of :func:`read_records`: a line that is not a valid record."""
+
+TORN_FINAL_LINE = "torn final line"
+"""Problem kind of :func:`read_records`: the file ends in bytes without a newline that are not a whole record."""
+
+MISSING_FINAL_NEWLINE = "missing final newline"
+"""Problem kind of :func:`read_records`: the last line is a whole record but its newline was never written."""
+
+_FIELDS = frozenset({"seq", "type", "time", "prev", "body", "hash"})
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+logger = logging.getLogger(__name__)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _hashed_fields(seq: int, rtype: str, rtime: float, prev: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The hashed part of a record."""
+    return {"seq": seq, "type": rtype, "time": rtime, "prev": prev, "body": body}
+
+
+@dataclass(frozen=True)
+class Record:
+    """One ledger line. Construct through :meth:`Ledger.append` or :meth:`from_line`; never mutate ``body``.
+
+    Attributes:
+        seq: position in the ledger, 0, 1, 2, ...
+        type: record type ("open", "charge", "release", "info", "close"); the ledger does not interpret it.
+        time: unix time of the append, in seconds.
+        prev: ``hash`` of the previous record, :data:`GENESIS_PREV` for ``seq`` 0.
+        body: the record's payload, a JSON object.
+        hash: hex SHA-256 of the canonical encoding of the five fields above.
+    """
+
+    seq: int
+    type: str
+    time: float
+    prev: str
+    body: dict[str, Any] = field(hash=False)
+    hash: str
+
+    def _content(self) -> dict[str, Any]:
+        return _hashed_fields(self.seq, self.type, self.time, self.prev, self.body)
+
+    def compute_hash(self) -> str:
+        """SHA-256 (hex) of the canonical JSON of ``seq``, ``type``, ``time``, ``prev`` and ``body``."""
+        return canonical.sha256_hex(canonical.encode(self._content()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as the JSON object of its line (all six fields)."""
+        return {**self._content(), "hash": self.hash}
+
+    def to_line(self) -> str:
+        """The record's canonical JSON line, newline included."""
+        return canonical.dumps(self.to_dict()) + "\n"
+
+    @classmethod
+    def from_line(cls, line: str) -> Record:
+        """Parse one ledger line (with or without its trailing newline).
+
+        The line must be exactly the canonical encoding of its object: no extra whitespace, sorted keys, no
+        duplicate keys. This makes a ledger's bytes a function of its records, so two JSON parsers can never read
+        different contents from the same hashed line. The hash itself is *not* checked here (that is
+        :func:`verify_chain`'s job, which reports it instead of raising).
+
+        Raises:
+            LedgerError: malformed JSON, a missing or extra field, a field of the wrong type, NaN or infinity,
+                or a line that is not in canonical form.
+        """
+        text = line[:-1] if line.endswith("\n") else line
+        try:
+            obj = json.loads(text, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as err:
+            raise LedgerError(f"not valid JSON: {err}") from err
+        if not isinstance(obj, dict):
+            raise LedgerError(f"a record must be a JSON object, got {obj.__class__.__name__}")
+        if set(obj) != _FIELDS:
+            missing, extra = sorted(_FIELDS - set(obj)), sorted(set(obj) - _FIELDS)
+            raise LedgerError(f"wrong fields: missing {missing}, unexpected {extra}")
+        seq, rtype, rtime, prev, body, rhash = (obj[k] for k in ("seq", "type", "time", "prev", "body", "hash"))
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            raise LedgerError(f"seq must be a non-negative integer, got {seq!r}")
+        if not isinstance(rtype, str) or not rtype:
+            raise LedgerError(f"type must be a non-empty string, got {rtype!r}")
+        if not isinstance(rtime, float) or not math.isfinite(rtime):
+            raise LedgerError(f"time must be a finite float, got {rtime!r}")
+        for name, value in (("prev", prev), ("hash", rhash)):
+            if not isinstance(value, str) or not _HEX64.fullmatch(value):
+                raise LedgerError(f"{name} must be 64 lowercase hex digits, got {value!r}")
+        if not isinstance(body, dict):
+            raise LedgerError(f"body must be a JSON object, got {body.__class__.__name__}")
+        try:
+            canonical_text = canonical.dumps(obj)
+        except ValueError as err:  # a number that overflowed to infinity while parsing
+            raise LedgerError(f"not canonical JSON: {err}") from err
+        if canonical_text != text:
+            raise LedgerError("not in canonical JSON form (whitespace, key order, duplicate keys or number format)")
+        return cls(seq=seq, type=rtype, time=rtime, prev=prev, body=body, hash=rhash)
+
+
+def _new_record(seq: int, rtype: str, body: dict[str, Any], prev: str) -> Record:
+    """A record with its hash computed; ``body`` must already be a canonical-JSON round-tripped copy."""
+    rtime = time.time()
+    digest = canonical.sha256_hex(canonical.encode(_hashed_fields(seq, rtype, rtime, prev, body)))
+    return Record(seq=seq, type=rtype, time=rtime, prev=prev, body=body, hash=digest)
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    records: list[Record]
+    problems: list[str]
+    line_problems: list[str]  # problems other than the final line's
+    tail: bytes  # bytes after the last newline
+    tail_is_record: bool
+
+
+def _parse(data: bytes) -> _Parsed:
+    records: list[Record] = []
+    problems: list[str] = []
+    lines = data.split(b"\n")
+    tail = lines.pop()
+    for n, raw in enumerate(lines, start=1):
+        try:
+            records.append(Record.from_line(raw.decode("utf-8")))
+        except (UnicodeDecodeError, LedgerError) as err:
+            problems.append(f"line {n}: {MALFORMED}: {err}")
+    line_problems = list(problems)
+    tail_is_record = False
+    if tail:
+        n = len(lines) + 1
+        try:
+            records.append(Record.from_line(tail.decode("utf-8")))
+            tail_is_record = True
+            problems.append(f"line {n}: {MISSING_FINAL_NEWLINE}: a whole record whose append was interrupted")
+        except (UnicodeDecodeError, LedgerError):
+            problems.append(f"line {n}: {TORN_FINAL_LINE}: {len(tail)} bytes without a newline are not a record")
+    return _Parsed(records, problems, line_problems, tail, tail_is_record)
+
+
+def read_records(path: Path) -> tuple[list[Record], list[str]]:
+    """Parse every line of a ledger file without judging the chain.
+
+    Args:
+        path: the ledger file.
+
+    Returns:
+        ``(records, problems)``: the records of every well-formed line, in file order, and one message per bad
+        line, each ``"line N: <kind>: <detail>"`` with kind :data:`MALFORMED`, :data:`TORN_FINAL_LINE` (the final
+        bytes lack a newline and are not a record; they are not in ``records``) or :data:`MISSING_FINAL_NEWLINE`
+        (the final line is a whole record without its newline; it *is* in ``records``).
+
+    Raises:
+        LedgerError: the file is missing or unreadable.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise LedgerError(f"cannot read ledger {path}: {err}") from err
+    parsed = _parse(data)
+    return parsed.records, parsed.problems
+
+
+def verify_chain(records: Sequence[Record]) -> list[str]:
+    """Check the hash chain and report every problem, not only the first.
+
+    Checks, for each record in order: its ``hash`` equals the hash of its content (else it was edited), its
+    ``seq`` is new and is one more than the previous record's (0 for the first), and its ``prev`` equals the
+    previous record's ``hash`` (:data:`GENESIS_PREV` for the first).
+
+    A chain cannot show that whole records were cut off its end; compare the head hash and the count with the
+    signed certificate for that.
+
+    Args:
+        records: records in file order, as from :func:`read_records`.
+
+    Returns:
+        Problem messages; the empty list means the chain is valid.
+    """
+    problems: list[str] = []
+    seen: dict[int, int] = {}
+    before: Record | None = None
+    for pos, rec in enumerate(records):
+        where = f"record {pos} (seq {rec.seq})"
+        actual = rec.compute_hash()
+        if actual != rec.hash:
+            problems.append(f"{where}: hash mismatch, stored {rec.hash} but content hashes to {actual} (edited)")
+        if rec.seq in seen:
+            problems.append(f"{where}: duplicate seq, first seen at record {seen[rec.seq]}")
+        else:
+            seen[rec.seq] = pos
+        expected_seq = 0 if before is None else before.seq + 1
+        if rec.seq != expected_seq:
+            problems.append(f"{where}: seq not consecutive, expected {expected_seq}")
+        expected_prev = GENESIS_PREV if before is None else before.hash
+        if rec.prev != expected_prev:
+            problems.append(f"{where}: prev {rec.prev} does not match {expected_prev}, the hash of the record before")
+        before = rec
+    return problems
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+class Ledger:
+    """An open ledger file for appending. Build one with :meth:`create` or :meth:`open`, never directly.
+
+    Appends are serialised by a ``threading.Lock`` within the process and an exclusive ``fcntl.flock`` on the
+    file across processes. Each object remembers how many bytes it has written; if the file has grown by any
+    other writer (another process, another :class:`Ledger` object on the same file), the next append raises
+    :class:`LedgerError` instead of forking the chain. A ledger object must not be used across ``fork``.
+    """
+
+    def __init__(self, path: Path, fd: int, records: list[Record], size: int, recovery: tuple[str, ...]) -> None:
+        self._path = path
+        self._fd = fd
+        self._records = records
+        self._size = size
+        self._recovery = recovery
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._broken: str | None = None
+
+    @classmethod
+    def create(cls, path: Path) -> Ledger:
+        """Create a new, empty ledger file (and its parent directories).
+
+        Raises:
+            LedgerError: the file already exists or cannot be created.
+        """
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError as err:
+            raise LedgerError(f"ledger {path} already exists; use Ledger.open to append to it") from err
+        except OSError as err:
+            raise LedgerError(f"cannot create ledger {path}: {err}") from err
+        try:
+            _fsync_dir(path.parent)
+        except OSError as err:
+            os.close(fd)
+            raise LedgerError(f"cannot make the creation of {path} durable: {err}") from err
+        return cls(path, fd, [], 0, ())
+
+    @classmethod
+    def open(cls, path: Path) -> Ledger:
+        """Open an existing ledger for appending, after reading and verifying all of it.
+
+        A final line without its newline is the trace of an append that never returned (a crash mid-write). If
+        it is a whole valid record continuing the chain, the newline is written and the record kept; otherwise
+        its bytes are appended (plus a newline) to ``path.with_suffix(".torn")`` and cut off the ledger. Either
+        repair is logged as a warning and listed in :attr:`recovery`. Nothing else is ever repaired.
+
+        Raises:
+            LedgerError: the file is missing or unreadable, a line other than the last is malformed, or the
+                chain is broken.
+        """
+        path = Path(path)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        except OSError as err:
+            raise LedgerError(f"cannot open ledger {path}: {err}") from err
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                data = _read_fd(fd)
+                parsed = _parse(data)
+                if parsed.line_problems:
+                    raise LedgerError(f"ledger {path} is corrupted: " + "; ".join(parsed.line_problems))
+                chain_problems = verify_chain(parsed.records)
+                if chain_problems:
+                    raise LedgerError(f"ledger {path} has a broken hash chain: " + "; ".join(chain_problems))
+                size = len(data)
+                recovery: tuple[str, ...] = ()
+                if parsed.tail_is_record:
+                    os.write(fd, b"\n")
+                    os.fsync(fd)
+                    size += 1
+                    recovery = (f"{parsed.problems[-1]}; newline written, record kept",)
+                elif parsed.tail:
+                    torn_path = path.with_suffix(".torn")
+                    with open(torn_path, "ab") as torn:
+                        torn.write(parsed.tail + b"\n")
+                        torn.flush()
+                        os.fsync(torn.fileno())
+                    _fsync_dir(path.parent)
+                    size -= len(parsed.tail)
+                    os.ftruncate(fd, size)
+                    os.fsync(fd)
+                    recovery = (f"{parsed.problems[-1]}; cut off, bytes kept in {torn_path}",)
+                for message in recovery:
+                    logger.warning("ledger %s: %s", path, message)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError as err:
+            os.close(fd)
+            raise LedgerError(f"cannot open ledger {path}: {err}") from err
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, parsed.records, size, recovery)
+
+    @property
+    def path(self) -> Path:
+        """The ledger file."""
+        return self._path
+
+    @property
+    def head(self) -> str:
+        """Hash of the last record, :data:`GENESIS_PREV` for an empty ledger."""
+        with self._lock:
+            return self._records[-1].hash if self._records else GENESIS_PREV
+
+    @property
+    def count(self) -> int:
+        """Number of records."""
+        with self._lock:
+            return len(self._records)
+
+    @property
+    def recovery(self) -> tuple[str, ...]:
+        """What :meth:`open` repaired (a torn final line); empty when nothing was."""
+        return self._recovery
+
+    def records(self) -> list[Record]:
+        """A copy of the list of records, in order."""
+        with self._lock:
+            return list(self._records)
+
+    def append(self, type: str, body: Mapping[str, Any]) -> Record:
+        """Append one record durably: it is on disk (written and fsync'ed) when this returns.
+
+        Args:
+            type: the record type, a non-empty string.
+            body: a JSON object; it must be canonical-JSON encodable (no NaN or infinity; keys become strings).
+                The record holds a round-tripped copy, equal to what a reader of the file will see.
+
+        Returns:
+            The appended record.
+
+        Raises:
+            LedgerError: bad ``type`` or ``body`` (nothing is written); the file was written by another writer
+                since this object last wrote; the ledger is closed, used across ``fork``, or broken by an earlier
+                failed fsync; or the write or fsync failed.
+        """
+        if not isinstance(type, str) or not type:
+            raise LedgerError(f"record type must be a non-empty string, got {type!r}")
+        if not isinstance(body, Mapping):
+            raise LedgerError(f"record body must be a mapping, got {body.__class__.__name__}")
+        try:
+            body_copy = json.loads(canonical.encode(dict(body)))
+        except (TypeError, ValueError, RecursionError) as err:
+            raise LedgerError(f"record body is not canonical-JSON encodable: {err}") from err
+        with self._lock:
+            self._check_usable()
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                found = os.fstat(self._fd).st_size
+                if found != self._size:
+                    raise LedgerError(
+                        f"ledger {self._path} is {found} bytes but this writer left it at {self._size}: another "
+                        "writer appended or truncated it; refusing to fork the chain"
+                    )
+                prev = self._records[-1].hash if self._records else GENESIS_PREV
+                record = _new_record(len(self._records), type, body_copy, prev)
+                data = record.to_line().encode("utf-8")
+                self._write_durably(data)
+                self._records.append(record)
+                self._size += len(data)
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        return record
+
+    def _check_usable(self) -> None:
+        if self._fd < 0:
+            raise LedgerError(f"ledger {self._path} is closed")
+        if os.getpid() != self._pid:
+            raise LedgerError(f"ledger {self._path} was opened by process {self._pid}; open it anew after fork")
+        if self._broken is not None:
+            raise LedgerError(f"ledger {self._path} is unusable after an earlier failure: {self._broken}")
+
+    def _write_durably(self, data: bytes) -> None:
+        """One ``os.write`` of a whole line, then ``fsync``; on failure the file is left at a record boundary."""
+        try:
+            written = os.write(self._fd, data)
+        except OSError as err:
+            raise LedgerError(f"cannot write to ledger {self._path}: {err}") from err
+        if written != len(data):
+            try:
+                os.ftruncate(self._fd, self._size)
+                os.fsync(self._fd)
+            except OSError as err:
+                self._broken = f"short write ({written} of {len(data)} bytes) could not be undone: {err}"
+                raise LedgerError(f"ledger {self._path}: {self._broken}") from err
+            raise LedgerError(f"short write to ledger {self._path} ({written} of {len(data)} bytes); undone")
+        try:
+            os.fsync(self._fd)
+        except OSError as err:
+            # After a failed fsync the kernel may have dropped the dirty pages: the state on disk is unknown.
+            self._broken = f"fsync failed: {err}"
+            raise LedgerError(f"ledger {self._path}: {self._broken}") from err
+
+    def close(self) -> None:
+        """Close the file; later appends raise :class:`LedgerError`. Closing twice is harmless."""
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
