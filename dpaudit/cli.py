@@ -175,13 +175,16 @@ def ui(obj: dict, port: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Last line: one JSON object (run_id, certificate, ledger).")
 @click.option("--seed", type=int, default=None, help="Seeded randomness (reproducible, NOT FOR RELEASE).")
 @click.option("--epochs", type=int, default=None, help="Training epochs (default: the demo's).")
+@click.option("--signing-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Ed25519 key that signs the certificate (default <store>/keys/signing_key.pem; created if absent).")
 @click.pass_obj
-def demo(obj: dict, as_json: bool, seed: int | None, epochs: int | None) -> None:
+def demo(obj: dict, as_json: bool, seed: int | None, epochs: int | None, signing_key: Path | None) -> None:
     """Run the demo: DP statistics and DP-SGD training on UCI Adult inside one audited session, then verify."""
     from dpaudit.demo import run_demo
 
     try:
         summary = run_demo(store=obj["store"], tracking_uri=obj["tracking_uri"], seed=seed, epochs=epochs,
+                           signing_key=signing_key,
                            echo=(lambda s: click.echo(s, err=True)) if as_json else click.echo)
     except BudgetExceeded as exc:
         click.echo(f"error: {exc}", err=True)

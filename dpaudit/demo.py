@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.data.adult import load_adult
+from dpaudit.data.adult import TEST_NAME, TRAIN_NAME, load_adult
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.registry import get_plugin
 from dpaudit.sensitivity import from_formula
@@ -35,20 +35,19 @@ AGE_LOW, AGE_HIGH = 17.0, 90.0  # public bounds used by the Adult loader's scali
 
 
 def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed: int | None = None,
-             epochs: int | None = None, echo: Callable[[str], None] = print) -> dict[str, Any]:
+             epochs: int | None = None, signing_key: Path | None = None,
+             echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the demo session and verify it; returns a JSON-able summary (run id, paths, certificate claim)."""
     data = load_adult()
     rng = SeededRandom(seed) if seed is not None else None
     training = get_plugin("opacus-training")
-    config = dict(training.smoke_config) | {"data": "adult", "subsample": None, "model": "logreg",
-                                           "optimizer": "sgd", "lr": 0.5, "batch_size": 512,
-                                           "epochs": epochs or 3, "max_grad_norm": 1.0, "noise_multiplier": 1.0}
+    config = {"data": "adult", "model": "logreg", "optimizer": "sgd", "lr": 1.0, "batch_size": 256,
+              "epochs": epochs or 3, "max_grad_norm": 1.0, "noise_multiplier": 1.0}
     echo(f"dpaudit demo: UCI Adult, {len(data.y_train)} training / {len(data.y_test)} test records; "
          f"budget epsilon={BUDGET[0]}, delta={BUDGET[1]}")
     with Session(epsilon=BUDGET[0], delta=BUDGET[1], name="dpaudit-demo", neighbouring="add_remove",
-                 protected=("UCI Adult training split (adult.data)",),
-                 public=("UCI Adult test split (adult.test), used for evaluation only",),
-                 rng=rng, store=store, tracking_uri=tracking_uri) as s:
+                 protected=(TRAIN_NAME,), public=(TEST_NAME,),
+                 rng=rng, store=store, tracking_uri=tracking_uri, signing_key=signing_key) as s:
         count = from_formula("count", "add_remove")
         n = s.laplace(float(len(data.y_train)), count, epsilon=0.05, label="number of training records")
         high = s.laplace(float(data.y_train.sum()), count, epsilon=0.05, label="records with income >50K")
@@ -63,7 +62,6 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
         echo(f"  noisy count {n:.0f}; >50K share {high / n:.3f}; mean age "
              f"{AGE_LOW + (AGE_HIGH - AGE_LOW) * age_sum / n:.1f}; most common education: "
              f"{data.feature_names[edu[best]].split('=', 1)[1]}")
-        s.register_plugin(training.name, training.version)
         result = training.run(s, config)
         echo(f"  DP-SGD ({config['epochs']} epochs, noise multiplier {config['noise_multiplier']}): "
              f"test accuracy {result['test_accuracy']:.3f}; epsilon spent so far {s.spent_epsilon():.4g}")

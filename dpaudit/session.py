@@ -20,7 +20,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -222,7 +222,7 @@ class Session:
             return
         spent = self._filter.spent
         try:
-            self._mirror.record(self._trial_run or self.run_id, record.to_dict(), spent,
+            self._mirror.record(self._trial_run or self.run_id, asdict(record), spent,
                                 max(0.0, self._filter.epsilon - spent))
         except Exception as exc:  # the ledger is the source of truth; the mirror catches up on close
             self._mirror_error = exc
@@ -378,6 +378,7 @@ class Session:
             return json.loads(self.certificate_path.read_text())
         self._append("close", {"status": status, "charges": len(self._charges)})
         self._closed = True
+        self._ledger.close()
         key = load_or_create_key(self._key_path)
         certificate = build_certificate(self._ledger.records(), key=key, plugins=self._plugins,
                                         confidential_experiment=(self._confidential.experiment_name
@@ -394,7 +395,7 @@ class Session:
         assert self._mirror is not None
         try:
             if self._mirror_error is not None:
-                records = [r.to_dict() for r in self._ledger.records()]
+                records = [asdict(r) for r in self._ledger.records()]
                 spent = [r.body.get("epsilon_spent") for r in self._ledger.records()]
                 self._mirror.resync(self.run_id, records, spent)
             self._mirror.flush()
