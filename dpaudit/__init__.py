@@ -5,7 +5,12 @@ Public API::
     from dpaudit import Session, BudgetExceeded
     with Session(epsilon=1.0, delta=1e-6, name="my-study") as s:
         m = s.laplace(value, sensitivity=1.0, epsilon=0.1)
+
+``Session`` and ``Charge`` are imported on first use (PEP 562), so that light commands and subprocesses that need
+only the ledger or the errors do not pay for importing torch, Opacus and dp_accounting.
 """
+
+from typing import Any
 
 from dpaudit.errors import (
     AccountingError,
@@ -18,7 +23,8 @@ from dpaudit.errors import (
     VerificationError,
 )
 from dpaudit.sensitivity import Neighbouring, Sensitivity, declared, from_formula
-from dpaudit.session import Charge, Session
+
+_LAZY = {"Session": "dpaudit.session", "Charge": "dpaudit.session"}
 
 __all__ = [
     "AccountingError",
@@ -36,3 +42,11 @@ __all__ = [
     "declared",
     "from_formula",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'dpaudit' has no attribute {name!r}")
