@@ -1,0 +1,95 @@
+"""The accountant interface: compose an event's leaves into a sound upper bound on ε at a given δ.
+
+An accountant works in two steps. :func:`~dpaudit.accounting.charges.tally` reduces the event to counts per
+leaf spec (O(n) in the number of leaves, cheap); :meth:`Accountant._epsilon_for` turns the tally into ε, with
+all per-spec work cached at module level by the concrete accountants. The budget filter calls an accountant
+with a growing :class:`~dpaudit.events.ComposedEvent` before every release, so n releases cost one pass over
+the leaves per call, not n expensive per-leaf computations.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from importlib.metadata import version as _dist_version
+from typing import ClassVar
+
+from dpaudit.accounting.charges import LeafSpec, tally
+from dpaudit.errors import AccountingError, UnsupportedEvent
+from dpaudit.events import PrivacyEvent
+from dpaudit.validation import check_delta
+
+
+class DeltaUnreachable(AccountingError):
+    """This accountant's bound cannot be stated at the requested δ (e.g. basic composition with Σδ_i > δ).
+
+    Not a numerical failure: another accountant may still bound the event, so the tightest accountant skips an
+    accountant that raises this (and only this) kind of :class:`AccountingError`.
+    """
+
+
+def package_versions(*names: str) -> str:
+    """``"opacus 1.6.0, dp-accounting 0.6.0"`` for the installed distributions ``names``."""
+    return ", ".join(f"{n} {_dist_version(n)}" for n in names)
+
+
+class Accountant(ABC):
+    """Composes privacy events into an (ε, δ) upper bound.
+
+    Subclasses set ``name`` and implement :meth:`_unsupported_reason` and :meth:`_epsilon_for`.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def version(self) -> str:
+        """Accountant id and the versions of the libraries whose numerics it uses, e.g. ``"rdp/1 (opacus 1.6.0)"``."""
+
+    def supports(self, event: PrivacyEvent) -> bool:
+        """True when every leaf is modelled and the event has one neighbouring relation.
+
+        Raises:
+            AccountingError: a leaf under-charges (its privacy map exceeds its declared ε); that is an error in
+                the event, not a question of support.
+        """
+        try:
+            _, counts = tally(event)
+        except UnsupportedEvent:
+            return False
+        return self._unsupported_reason(counts) is None
+
+    def epsilon(self, event: PrivacyEvent, delta: float) -> float:
+        """A sound upper bound on ε of ``event`` at ``delta``.
+
+        Raises:
+            InvalidParameter: δ outside [0, 1).
+            UnsupportedEvent: an unmodelled leaf, mixed neighbouring relations, or a sampling scheme this
+                accountant does not model.
+            AccountingError: no finite bound (NaN, infinity, failed numerics; :class:`DeltaUnreachable` when the
+                bound cannot reach δ), or an under-charging leaf.
+        """
+        delta = check_delta(delta)
+        _, counts = tally(event)
+        return self.epsilon_of_tally(counts, delta)
+
+    def epsilon_of_tally(self, counts: dict[LeafSpec, int], delta: float) -> float:
+        """ε for an already tallied event (δ already validated); shared by :meth:`epsilon` and the tightest."""
+        reason = self._unsupported_reason(counts)
+        if reason is not None:
+            raise UnsupportedEvent(f"{self.name} accountant: {reason}")
+        eps = float(self._epsilon_for(counts, delta))
+        if math.isnan(eps):
+            raise AccountingError(f"{self.name} accountant produced NaN")
+        if math.isinf(eps):
+            raise DeltaUnreachable(f"{self.name} accountant has no finite epsilon at delta = {delta!r}")
+        if eps < 0:
+            raise AccountingError(f"{self.name} accountant produced a negative epsilon {eps!r}")
+        return eps
+
+    @abstractmethod
+    def _unsupported_reason(self, counts: dict[LeafSpec, int]) -> str | None:
+        """Why this accountant cannot bound the tally, or None when it can."""
+
+    @abstractmethod
+    def _epsilon_for(self, counts: dict[LeafSpec, int], delta: float) -> float:
+        """The bound; may return inf (no finite bound at δ), never a value below the true ε."""

@@ -1,0 +1,141 @@
+"""Privacy-loss-distribution accountant: dp_accounting's PLD with pessimistic discretisation (an upper bound).
+
+Koskela, Jälkö & Honkela 2020; Meiser & Mohammadi 2018 ("privacy buckets"); Doroshenko, Ghazi, Kamath, Kumar &
+Manurangsi 2022 ("connect the dots"). With ``pessimistic_estimate=True`` dp_accounting rounds every privacy loss
+up and moves truncated tail mass to +∞, so the hockey-stick divergence it computes, and hence ε at δ, is an
+upper bound on the true one.
+
+Leaves modelled (``dp_accounting.pld.privacy_loss_distribution``):
+
+* Poisson-subsampled Gaussian, add/remove: ``from_gaussian_mechanism(σ, sampling_prob=q)``, which keeps both the
+  add and the remove privacy-loss distributions and reports the worse.
+* 1-D discrete Laplace: ``from_discrete_laplace_mechanism(1/t, Δ_γ)``, exact (t the scale and Δ_γ the integer L1
+  sensitivity, both in grid units).
+* Other pure ε-DP leaves (multi-dimensional Laplace, AboveThreshold, exponential): ``from_privacy_parameters(ε,
+  0)``, the PLD of randomized response, which dominates every ε-DP mechanism (Kairouz, Oh & Viswanath 2015).
+* 1-D discrete Gaussian: ``from_discrete_gaussian_mechanism(σ, Δ_γ)``. dp_accounting truncates the noise at
+  ⌈11.6σ⌉, dropping mass τ ≤ 1e-30 per release (its docstring, from Canonne et al.'s tail bound). A mechanism at
+  total-variation distance T = Σ τ from the truncated one that is (ε, δ_t)-DP is (ε, δ_t + T(1 + e^ε))-DP, so ε
+  is read at δ_t = δ(1 − 10⁻⁶) and the accountant checks T(1 + e^ε) ≤ 10⁻⁶·δ.
+* Multi-dimensional discrete Gaussian (the 1-D PLD does not cover an L2 ball in d > 1) and sampling without
+  replacement (no PLD in dp_accounting 0.6): unsupported.
+
+Discretisation: :data:`VALUE_DISCRETIZATION_INTERVAL` = 2·10⁻⁴ (10⁵ DP-SGD steps at q = 256/60000, σ = 1.1 take
+about 0.3 s with cold caches; 10⁻⁴ changes ε by about 0.01 %).
+
+Caching: one PLD per leaf spec and per (spec, count) self-composition, and the last composed result with its
+tally, so that a growing composition (the budget filter) composes only what was appended. The fold order is the
+tally's (first appearance in the event), so a result is a function of the event alone, cached or not.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import dp_accounting
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+from dpaudit.accounting.base import Accountant, DeltaUnreachable, package_versions
+from dpaudit.accounting.charges import DiscreteGaussianSpec, LeafSpec, PoissonGaussianSpec, PureSpec
+from dpaudit.errors import AccountingError
+
+VALUE_DISCRETIZATION_INTERVAL = 2e-4
+#: Noise mass dp_accounting's discrete Gaussian PLD drops per release (truncation at ⌈11.6σ⌉).
+DISCRETE_GAUSSIAN_TAIL = 1e-30
+#: Fraction of δ reserved for the discrete Gaussian truncation.
+TRUNCATION_DELTA_SHARE = 1e-6
+
+
+def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True) -> str | None:
+    """Why the PLD cannot bound this tally (None if it can); the optimistic estimate needs exact leaf PLDs."""
+    for spec in counts:
+        if isinstance(spec, DiscreteGaussianSpec) and (spec.dimension != 1 or not spec.sensitivity.is_integer()):
+            return "the discrete Gaussian PLD covers one-dimensional releases only"
+        if isinstance(spec, PureSpec) and spec.laplace_parameter is None and not pessimistic:
+            return "a generic pure-DP leaf has no exact PLD, so no optimistic (lower) estimate"
+        if not isinstance(spec, (PureSpec, DiscreteGaussianSpec, PoissonGaussianSpec)):
+            return f"{type(spec).__name__}: dp_accounting has no PLD for sampling without replacement"
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def leaf_pld(spec: LeafSpec, pessimistic: bool, interval: float) -> pld_lib.PrivacyLossDistribution:
+    """The PLD of one application of ``spec`` (see the module docstring for the constructor used)."""
+    if isinstance(spec, PoissonGaussianSpec):
+        return pld_lib.from_gaussian_mechanism(
+            spec.noise_multiplier, sensitivity=1, pessimistic_estimate=pessimistic,
+            value_discretization_interval=interval, sampling_prob=spec.sample_rate, use_connect_dots=pessimistic,
+            neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        )
+    if isinstance(spec, DiscreteGaussianSpec):
+        return pld_lib.from_discrete_gaussian_mechanism(
+            spec.sigma, sensitivity=int(spec.sensitivity), pessimistic_estimate=pessimistic,
+            value_discretization_interval=interval,
+        )
+    if spec.laplace_parameter is not None:
+        return pld_lib.from_discrete_laplace_mechanism(
+            spec.laplace_parameter, sensitivity=spec.laplace_sensitivity, pessimistic_estimate=pessimistic,
+            value_discretization_interval=interval,
+        )
+    return pld_lib.from_privacy_parameters(
+        dp_accounting.pld.common.DifferentialPrivacyParameters(spec.epsilon, 0.0), interval
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def self_composed(spec: LeafSpec, count: int, pessimistic: bool, interval: float) -> pld_lib.PrivacyLossDistribution:
+    """``count``-fold composition of :func:`leaf_pld` (dp_accounting's FFT self-composition)."""
+    single = leaf_pld(spec, pessimistic, interval)
+    return single if count == 1 else single.self_compose(count)
+
+
+def fold(start: pld_lib.PrivacyLossDistribution | None, items: list[tuple[LeafSpec, int]], pessimistic: bool,
+         interval: float) -> pld_lib.PrivacyLossDistribution:
+    """Left fold of the self-composed PLDs of ``items`` onto ``start``."""
+    out = start
+    for spec, count in items:
+        part = self_composed(spec, count, pessimistic, interval)
+        out = part if out is None else out.compose(part)
+    if out is None:
+        raise AccountingError("pld: nothing to compose")
+    return out
+
+
+def epsilon_from_pld(pld: pld_lib.PrivacyLossDistribution, counts: dict[LeafSpec, int], delta: float) -> float:
+    """ε at δ, reserving part of δ for the discrete Gaussian's truncated tails (module docstring)."""
+    tail = DISCRETE_GAUSSIAN_TAIL * sum(k for s, k in counts.items() if isinstance(s, DiscreteGaussianSpec))
+    if tail == 0:
+        return float(pld.get_epsilon_for_delta(delta))
+    eps = float(pld.get_epsilon_for_delta(delta * (1.0 - TRUNCATION_DELTA_SHARE)))
+    if not tail * (1.0 + math.exp(min(eps, 700.0))) <= TRUNCATION_DELTA_SHARE * delta:
+        raise DeltaUnreachable(f"pld: the discrete Gaussian truncation ({tail:g}) does not fit in delta = {delta!r}")
+    return eps
+
+
+class PldAccountant(Accountant):
+    """dp_accounting PLD, pessimistic estimate, interval :data:`VALUE_DISCRETIZATION_INTERVAL`."""
+
+    name = "pld"
+
+    def __init__(self) -> None:
+        self._last: tuple[list[tuple[LeafSpec, int]], pld_lib.PrivacyLossDistribution] | None = None
+
+    def version(self) -> str:
+        return f"pld/1 (interval {VALUE_DISCRETIZATION_INTERVAL:g}, pessimistic; {package_versions('dp-accounting')})"
+
+    def _unsupported_reason(self, counts: dict[LeafSpec, int]) -> str | None:
+        return unsupported_reason(counts)
+
+    def _epsilon_for(self, counts: dict[LeafSpec, int], delta: float) -> float:
+        return epsilon_from_pld(self.composed(counts), counts, delta)
+
+    def composed(self, counts: dict[LeafSpec, int]) -> pld_lib.PrivacyLossDistribution:
+        """The pessimistic PLD of the tally, resuming from the previous call when its tally is a prefix."""
+        items = list(counts.items())
+        start, done = None, 0
+        if self._last is not None and items[: len(self._last[0])] == self._last[0]:
+            start, done = self._last[1], len(self._last[0])
+        pld = fold(start, items[done:], True, VALUE_DISCRETIZATION_INTERVAL) if done < len(items) else start
+        self._last = (items, pld)
+        return pld

@@ -1,0 +1,171 @@
+"""Rényi-DP accountant (Mironov 2017) over a fixed grid of orders plus α = ∞.
+
+Per application, each leaf contributes an RDP curve ε(α) (an upper bound on the Rényi divergence of order α
+between the outputs on any two neighbouring data sets); curves add under adaptive composition (Mironov 2017,
+Prop. 1). Curves:
+
+* Poisson-subsampled Gaussian: Mironov, Talwar & Zhang 2019, as implemented by
+  ``opacus.accountants.analysis.rdp.compute_rdp`` (exact for integer α, the Sec. 3.3 series for fractional α).
+* Fixed-size batches without replacement, replace-one: Wang, Balle & Kasiviswanathan 2019, Thm. 27 (with
+  Cor. 10 interpolation between integer orders), as implemented by dp_accounting's ``RdpAccountant`` for
+  ``SampledWithoutReplacementDpEvent`` under ``NeighboringRelation.REPLACE_ONE``.
+* Discrete Gaussian: α·Δ²/(2σ²) in grid units (Canonne, Kamath & Steinke 2020, Thm. 14: Δ²/(2σ²)-zCDP).
+* Pure ε-DP leaves (Laplace, AboveThreshold, exponential): the Rényi divergence of binary randomized response
+  with parameter ε, which bounds every ε-DP pair (each is a post-processing of randomized response, Kairouz, Oh &
+  Viswanath 2015, Thm. 2.1; Rényi divergence obeys data processing); equals ε at α = ∞. The exponential
+  mechanism is also ε-bounded-range, hence ε²/8-zCDP (Cesar & Rogers 2021, Lemma 3.2), so its curve is the
+  minimum of the two.
+
+Conversion to (ε, δ): Balle, Barthe, Gaboardi, Hsu & Sato 2020, Thm. 21 (= Canonne, Kamath & Steinke 2020,
+Prop. 12), the formula of Opacus 1.6's ``get_privacy_spent``:
+
+    ε = ε(α) + ln((α − 1)/α) − (ln δ + ln α)/(α − 1),   minimised over the grid,
+
+and at α = ∞ the curve is a pure-DP ε with no δ term (ε_∞ = Σ ε_i when every leaf is pure, else ∞).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import dp_accounting
+import numpy as np
+from opacus.accountants import RDPAccountant as _OpacusRdp
+from opacus.accountants.analysis.rdp import compute_rdp
+
+from dpaudit.accounting.base import Accountant, package_versions
+from dpaudit.accounting.charges import (
+    DiscreteGaussianSpec,
+    LeafSpec,
+    PoissonGaussianSpec,
+    PureSpec,
+    WorGaussianSpec,
+)
+from dpaudit.errors import AccountingError
+
+#: Orders beyond Opacus's default grid, so that strongly private events (optimum at large α) are not cut off.
+LARGE_ORDERS: tuple[float, ...] = (64.0, 80.0, 96.0, 128.0, 192.0, 256.0, 384.0, 512.0, 768.0, 1024.0)
+#: The finite orders: Opacus 1.6's ``RDPAccountant.DEFAULT_ALPHAS`` (1.1 ... 10.9, 12 ... 63) plus LARGE_ORDERS.
+ORDERS: tuple[float, ...] = tuple(float(a) for a in _OpacusRdp.DEFAULT_ALPHAS) + LARGE_ORDERS
+_ORDERS = np.array(ORDERS)
+
+
+def _log_expm1(t: np.ndarray) -> np.ndarray:
+    """ln(e^t − 1) for t > 0, without overflow for large t or cancellation for small t."""
+    return t + np.log(-np.expm1(-t))
+
+
+def randomized_response_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
+    """D_α(P‖Q) for P = (e^ε, 1)/(1 + e^ε), Q = (1, e^ε)/(1 + e^ε): the largest RDP of any ε-DP mechanism.
+
+    D_α = ln((e^{αε} + e^{(1−α)ε})/(1 + e^ε))/(α − 1). The argument of the logarithm is 1 + x with
+    x = (e^{(α−1)ε} − 1)(e^{αε} − 1)e^{(1−α)ε}/(1 + e^ε) > 0, which is evaluated in log space so that neither small ε
+    (cancellation) nor large αε (overflow) loses accuracy. Capped at ε (= D_∞), which it never exceeds.
+    """
+    a = np.asarray(orders, dtype=float)
+    log_x = _log_expm1((a - 1.0) * epsilon) + _log_expm1(a * epsilon) + (1.0 - a) * epsilon - np.logaddexp(0.0, epsilon)
+    return np.minimum(np.logaddexp(0.0, log_x) / (a - 1.0), epsilon)
+
+
+def _poisson_curve(spec: PoissonGaussianSpec) -> np.ndarray:
+    out = np.empty(len(ORDERS))
+    for i, a in enumerate(ORDERS):
+        try:
+            out[i] = float(compute_rdp(q=spec.sample_rate, noise_multiplier=spec.noise_multiplier, steps=1, orders=a))
+        except (ValueError, OverflowError, FloatingPointError):
+            out[i] = math.inf  # an order whose series fails is dropped; +inf is a valid (vacuous) bound
+    return out
+
+
+def _wor_curve(spec: WorGaussianSpec) -> np.ndarray:
+    acc = dp_accounting.rdp.RdpAccountant(
+        orders=list(ORDERS), neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
+    acc.compose(
+        dp_accounting.SampledWithoutReplacementDpEvent(
+            source_dataset_size=spec.dataset_size,
+            sample_size=spec.batch_size,
+            event=dp_accounting.GaussianDpEvent(spec.noise_multiplier),
+        )
+    )
+    return acc.rdp
+
+
+@functools.lru_cache(maxsize=65536)
+def rdp_curve(spec: LeafSpec) -> tuple[np.ndarray, float]:
+    """(RDP at :data:`ORDERS`, RDP at α = ∞) of one application of ``spec``; cached (specs are frozen).
+
+    Raises:
+        AccountingError: the curve contains NaN.
+    """
+    if isinstance(spec, PureSpec):
+        curve = randomized_response_rdp(spec.epsilon, _ORDERS)
+        if spec.bounded_range:
+            curve = np.minimum(curve, _ORDERS * spec.epsilon**2 / 8.0)
+        at_inf = spec.epsilon
+    elif isinstance(spec, DiscreteGaussianSpec):
+        curve = _ORDERS * spec.sensitivity**2 / (2.0 * spec.sigma**2)
+        at_inf = math.inf
+    elif isinstance(spec, PoissonGaussianSpec):
+        curve = _poisson_curve(spec)
+        at_inf = math.inf
+    else:
+        curve = _wor_curve(spec)
+        at_inf = math.inf
+    curve = np.array(curve, dtype=float)
+    if np.isnan(curve).any() or math.isnan(at_inf):
+        raise AccountingError(f"RDP curve of {spec!r} contains NaN")
+    curve.setflags(write=False)
+    return curve, at_inf
+
+
+def rdp_to_epsilon(orders: np.ndarray, rdp: np.ndarray, epsilon_inf: float, delta: float) -> tuple[float, float]:
+    """(ε, optimal order) from RDP values: Balle et al. 2020 Thm. 21 at each finite order, ε_∞ at α = ∞.
+
+    Returns ``(inf, nan)`` when no order gives a finite bound (e.g. δ = 0 and a non-pure leaf).
+    """
+    best, best_order = epsilon_inf, math.inf
+    if delta > 0:
+        a = np.asarray(orders, dtype=float)
+        with np.errstate(invalid="ignore", over="ignore"):
+            eps = rdp + np.log1p(-1.0 / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
+        if np.isnan(eps).any():
+            raise AccountingError("RDP conversion produced NaN")
+        i = int(np.argmin(eps))
+        if eps[i] < best:
+            best, best_order = float(eps[i]), float(a[i])
+    if math.isinf(best):
+        return math.inf, math.nan
+    return max(best, 0.0), best_order
+
+
+def composed_rdp(counts: dict[LeafSpec, int]) -> tuple[np.ndarray, float]:
+    """Σ k · curve and Σ k · ε_∞ over the tally (Mironov 2017, Prop. 1)."""
+    total = np.zeros(len(ORDERS))
+    at_inf = 0.0
+    for spec, k in counts.items():
+        curve, inf_value = rdp_curve(spec)
+        total += k * curve
+        at_inf += k * inf_value
+    return total, at_inf
+
+
+class RdpAccountant(Accountant):
+    """Rényi-DP composition over :data:`ORDERS` and α = ∞; every leaf kind of :mod:`dpaudit.events`."""
+
+    name = "rdp"
+
+    def version(self) -> str:
+        return f"rdp/1 ({package_versions('opacus', 'dp-accounting')})"
+
+    def _unsupported_reason(self, counts: dict[LeafSpec, int]) -> str | None:
+        return None
+
+    def _epsilon_for(self, counts: dict[LeafSpec, int], delta: float) -> float:
+        return self.epsilon_and_order(counts, delta)[0]
+
+    def epsilon_and_order(self, counts: dict[LeafSpec, int], delta: float) -> tuple[float, float]:
+        """(ε, the order attaining it) for a tally; the order is ``inf`` when the pure-DP bound wins."""
+        rdp, at_inf = composed_rdp(counts)
+        return rdp_to_epsilon(_ORDERS, rdp, at_inf, delta)

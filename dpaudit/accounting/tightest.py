@@ -1,0 +1,69 @@
+"""The default accountant: the smallest of the upper bounds that apply.
+
+Each accountant in :data:`MEMBERS` returns a sound upper bound on ε at δ, so their minimum is one too
+(and it is never looser than RDP, which supports every leaf kind). The event is tallied once and handed to each
+member. A member that does not model the event (:class:`~dpaudit.errors.UnsupportedEvent`) or cannot state a
+bound at this δ (:class:`~dpaudit.accounting.base.DeltaUnreachable`) is skipped; any other accounting error
+(NaN, failed numerics) propagates, so certification fails loudly rather than quietly falling back.
+"""
+
+from __future__ import annotations
+
+from dpaudit.accounting.advanced import AdvancedComposition
+from dpaudit.accounting.base import Accountant, DeltaUnreachable
+from dpaudit.accounting.basic import BasicComposition
+from dpaudit.accounting.charges import LeafSpec, tally
+from dpaudit.accounting.pld import PldAccountant
+from dpaudit.accounting.rdp import RdpAccountant
+from dpaudit.errors import AccountingError, UnsupportedEvent
+from dpaudit.events import PrivacyEvent
+from dpaudit.validation import check_delta
+
+#: Member order: a tie goes to the earlier one. The PRV accountant is not a member: see dpaudit.accounting.prv.
+MEMBERS: tuple[type[Accountant], ...] = (
+    RdpAccountant, PldAccountant, AdvancedComposition, BasicComposition,
+)
+
+
+class TightestAccountant(Accountant):
+    """min over the member accountants that support the event; records which attained it."""
+
+    name = "tightest"
+
+    def __init__(self) -> None:
+        self.members: tuple[Accountant, ...] = tuple(cls() for cls in MEMBERS)
+
+    def version(self) -> str:
+        return "tightest/1 [" + "; ".join(m.version() for m in self.members) + "]"
+
+    def _unsupported_reason(self, counts: dict[LeafSpec, int]) -> str | None:
+        reasons = [m._unsupported_reason(counts) for m in self.members]
+        return None if any(r is None for r in reasons) else "; ".join(r for r in reasons if r)
+
+    def _epsilon_for(self, counts: dict[LeafSpec, int], delta: float) -> float:
+        return self._best(counts, delta)[0]
+
+    def epsilon_with_source(self, event: PrivacyEvent, delta: float) -> tuple[float, str]:
+        """(ε, name of the member accountant that attained it).
+
+        Raises:
+            The same as :meth:`Accountant.epsilon`.
+        """
+        delta = check_delta(delta)
+        _, counts = tally(event)
+        return self._best(counts, delta)
+
+    def _best(self, counts: dict[LeafSpec, int], delta: float) -> tuple[float, str]:
+        best: tuple[float, str] | None = None
+        skipped = []
+        for member in self.members:
+            try:
+                eps = member.epsilon_of_tally(counts, delta)
+            except (UnsupportedEvent, DeltaUnreachable) as exc:
+                skipped.append(str(exc))
+                continue
+            if best is None or eps < best[0]:
+                best = (eps, member.name)
+        if best is None:
+            raise AccountingError("no accountant can bound this event: " + "; ".join(skipped))
+        return best

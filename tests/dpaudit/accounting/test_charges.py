@@ -1,0 +1,36 @@
+"""Tallies: specs from privacy maps, counts, and the growing-composition cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpaudit.accounting import charges
+from dpaudit.accounting.charges import PoissonGaussianSpec, PureSpec, tally
+from dpaudit.events import ComposedEvent, SelfComposedEvent
+
+from ._events import above_threshold, dpsgd, exponential, laplace
+
+
+def test_specs_and_counts():
+    event = ComposedEvent(events=(laplace(0.5), SelfComposedEvent(event=dpsgd(0.01, 1.0, 7), count=3),
+                                  laplace(0.5), exponential(0.2), above_threshold(0.3)))
+    relation, counts = tally(event)
+    assert relation.value == "add_remove"
+    lap = PureSpec(pytest.approx(0.5), laplace_parameter=pytest.approx(1 / (1025 / 0.5)), laplace_sensitivity=1025)
+    items = list(counts.items())
+    assert items[0][0] == lap and items[0][1] == 2
+    assert items[1] == (PoissonGaussianSpec(0.01, 1.0), 21)
+    assert items[2] == (PureSpec(0.2, bounded_range=True), 1)
+    assert items[3][0].epsilon == pytest.approx(0.3) and items[3][0].laplace_parameter is None
+
+
+def test_growing_composition_reuses_the_previous_tally(monkeypatch):
+    calls = []
+    original = charges.describe
+    monkeypatch.setattr(charges, "describe", lambda leaf: calls.append(leaf) or original(leaf))
+    released = [laplace(0.1 * (i + 1)) for i in range(50)]
+    for i in range(1, 51):
+        relation, counts = tally(ComposedEvent(events=tuple(released[:i])))
+    assert len(calls) == 50  # each release described once, not 50·51/2 times
+    assert counts == tally(ComposedEvent(events=tuple(reversed(released))))[1]  # not a prefix: recomputed
+    assert len(calls) == 100

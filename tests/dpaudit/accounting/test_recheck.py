@@ -1,0 +1,74 @@
+"""The verifier's recheck: honest claims pass, lowered claims and a broken accountant are caught."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpaudit.accounting import get_accountant, recheck
+from dpaudit.accounting import rdp as rdp_module
+from dpaudit.errors import InvalidParameter
+from dpaudit.events import ComposedEvent
+
+from ._events import dpsgd, dpsgd_without_replacement, exponential, gaussian, laplace
+
+DPSGD = dpsgd(0.02, 1.0, 400)
+PURE = ComposedEvent(events=(laplace(0.1),) * 30 + (exponential(0.2),))
+CASES = [("rdp", DPSGD), ("pld", DPSGD), ("prv", DPSGD), ("rdp", PURE), ("pld", PURE), ("basic", PURE),
+         ("advanced", PURE), ("rdp", ComposedEvent(events=(laplace(0.3), gaussian(3.0)))),
+         ("rdp", dpsgd_without_replacement(100, 5000, 1.1, 100))]
+
+
+@pytest.mark.parametrize(("name", "event"), CASES)
+def test_honest_claim_passes_and_lowered_claim_fails(name, event):
+    eps = get_accountant(name).epsilon(event, 1e-5)
+    good = recheck(name, event, 1e-5, eps)
+    assert good.ok, good.reason
+    assert good.method == name and good.recomputed == eps
+    bad = recheck(name, event, 1e-5, 0.9 * eps)
+    assert not bad.ok and "<" in bad.reason
+
+
+def test_independent_values_are_lower_bounds_for_dpsgd():
+    pld = recheck("pld", DPSGD, 1e-5, get_accountant("pld").epsilon(DPSGD, 1e-5))
+    assert pld.independent == "opacus PRV eps_lower" and 0 < pld.independent_value <= pld.claimed
+    prv = recheck("prv", DPSGD, 1e-5, get_accountant("prv").epsilon(DPSGD, 1e-5))
+    assert prv.independent.startswith("dp_accounting PLD optimistic") and prv.independent_value <= prv.claimed
+
+
+def test_tightest_claim_resolves_to_its_member():
+    eps, source = get_accountant("tightest").epsilon_with_source(DPSGD, 1e-5)
+    result = recheck("tightest", DPSGD, 1e-5, eps)
+    assert result.ok and result.method == source
+
+
+def test_no_independent_implementation_is_said_plainly():
+    result = recheck("pld", PURE, 1e-5, get_accountant("pld").epsilon(PURE, 1e-5))
+    assert result.ok and result.independent == "none" and result.independent_value == 0.0
+    assert "no independent implementation" in result.reason
+
+
+def test_broken_rdp_curve_is_caught_by_the_independent_implementation(monkeypatch):
+    """A deliberately broken RDP accountant (curves halved) recomputes its own claim but disagrees with
+    dp_accounting's RDP on the shared integer orders."""
+    original = rdp_module.rdp_curve
+
+    def halved(spec):
+        curve, at_inf = original(spec)
+        return np.asarray(curve) / 2, at_inf / 2
+
+    monkeypatch.setattr(rdp_module, "rdp_curve", halved)
+    claimed = get_accountant("rdp").epsilon(DPSGD, 1e-5)
+    result = recheck("rdp", DPSGD, 1e-5, claimed)
+    assert result.recomputed == claimed
+    assert not result.ok and "DISAGREES" in result.reason
+
+
+def test_bad_inputs():
+    with pytest.raises(InvalidParameter):
+        recheck("moments", PURE, 1e-5, 1.0)
+    for bad in (float("nan"), -1.0, float("inf")):
+        with pytest.raises(InvalidParameter):
+            recheck("rdp", PURE, 1e-5, bad)
+    with pytest.raises(InvalidParameter):
+        recheck("rdp", PURE, 1.0, 1.0)
