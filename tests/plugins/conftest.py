@@ -7,18 +7,15 @@ from collections.abc import Callable
 import pytest
 
 from dpaudit import Session
-from dpaudit.mechanisms.randomness import SeededRandom
 
 
 @pytest.fixture
-def make_session(tmp_path) -> Callable[..., Session]:
-    """Build seeded sessions protecting the Adult training set (override with keyword arguments)."""
+def make_session(make_session) -> Callable[..., Session]:
+    """The shared seeded-session factory, protecting the Adult training set (override with keyword arguments)."""
 
-    def make(epsilon: float = 10.0, delta: float = 1e-5, *, seed: int = 0, **kwargs) -> Session:
-        kwargs.setdefault("mirror", False)
-        kwargs.setdefault("store", tmp_path / "runs")
+    def make(epsilon: float = 10.0, delta: float = 1e-5, **kwargs) -> Session:
         kwargs.setdefault("protected", ("adult-train",))
         kwargs.setdefault("name", "plugin-test")
-        return Session(epsilon=epsilon, delta=delta, rng=SeededRandom(seed), **kwargs)
+        return make_session(epsilon, delta, **kwargs)
 
     return make

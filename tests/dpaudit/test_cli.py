@@ -1,0 +1,86 @@
+"""The command line: exit codes, JSON outputs and clear messages for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dpaudit.cli import main
+
+
+@pytest.fixture
+def run_dir(make_session) -> Path:
+    with make_session(epsilon=1.0, delta=1e-6) as s:
+        s.laplace(4.0, sensitivity=1.0, epsilon=0.2, label="count")
+        s.exponential([1.0, 2.0], sensitivity=1.0, epsilon=0.1, label="pick")
+    return s.run_dir
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_account_dpsgd_json_is_an_upper_bound_at_least_as_tight_as_rdp():
+    base = ["account", "dpsgd", "--sample-rate", "0.004", "--noise-multiplier", "1.1", "--steps", "10000",
+            "--delta", "1e-5", "--json"]
+    tight = json.loads(invoke(*base).output)
+    rdp = json.loads(invoke(*base, "--accountant", "rdp").output)
+    assert tight["upper_bound"] is True
+    assert 0 < tight["epsilon"] <= rdp["epsilon"]
+
+
+@pytest.mark.parametrize("bad", [["--delta", "1.5"], ["--delta", "nan"], ["--sample-rate", "-0.1"],
+                                 ["--noise-multiplier", "0"], ["--steps", "0"]])
+def test_account_bad_input_exits_2(bad):
+    args = {"--sample-rate": "0.01", "--noise-multiplier": "1.0", "--steps": "100", "--delta": "1e-5"}
+    args[bad[0]] = bad[1]
+    result = CliRunner().invoke(main, ["account", "dpsgd", *[x for kv in args.items() for x in kv]])
+    assert result.exit_code == 2
+    assert "error:" in result.output
+
+
+def test_verify_exit_codes(run_dir, tmp_path):
+    ok = invoke("verify", str(run_dir), "--allow-not-for-release", "--json")
+    assert ok.exit_code == 0 and json.loads(ok.output)["valid"] is True
+    seeded = invoke("verify", str(run_dir))
+    assert seeded.exit_code == 1 and "NOT FOR RELEASE" in seeded.output
+    missing = CliRunner().invoke(main, ["verify", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2
+    lines = (run_dir / "ledger.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "ledger.jsonl").write_text("".join(lines[:-1]))
+    truncated = invoke("verify", str(run_dir), "--allow-not-for-release", "--json")
+    assert truncated.exit_code == 1 and json.loads(truncated.output)["reasons"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json", "html"])
+def test_report_formats(run_dir, fmt):
+    result = invoke("report", str(run_dir), "--format", fmt)
+    assert result.exit_code == 0
+    if fmt == "json":
+        data = json.loads(result.output)
+        assert {"certificate", "events"} <= set(data) and len(data["events"]) == 2
+    else:
+        assert "session/laplace" in result.output or "laplace" in result.output
+
+
+def test_export_then_verify_offline(run_dir, tmp_path):
+    out = tmp_path / "evidence"
+    assert invoke("export", str(run_dir), str(out)).exit_code == 0
+    assert {"ledger.jsonl", "certificate.json", "public_key.pem", "report.md"} <= {p.name for p in out.iterdir()}
+    assert invoke("verify", str(out), "--allow-not-for-release").exit_code == 0
+
+
+def test_plugins_list_json():
+    result = invoke("plugins", "list", "--json")
+    names = {p["name"] for p in json.loads(result.output)}
+    assert "opacus-training" in names
+
+
+def test_unknown_command_and_run_are_usage_errors(tmp_path):
+    assert CliRunner().invoke(main, ["frobnicate"]).exit_code == 2
+    result = CliRunner().invoke(main, ["--store", str(tmp_path), "report", "no-such-run"],
+                                env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/m.db"})
+    assert result.exit_code == 2 and "no-such-run" in result.output

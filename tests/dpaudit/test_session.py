@@ -1,0 +1,224 @@
+"""Session: write-ahead order, budget filter, the budget race, bad input, crash safety."""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpaudit import BudgetExceeded, DPAuditError, InvalidParameter, Session, UnsupportedEvent, from_formula
+from dpaudit.events import PoissonSubsampledGaussianEvent
+from dpaudit.ledger import read_records, verify_chain
+
+
+def _types(session: Session) -> list[str]:
+    records, problems = read_records(session.ledger_path)
+    assert not problems
+    return [r.type for r in records]
+
+
+def test_api_example_releases_and_certifies(make_session):
+    with make_session(epsilon=1.0, delta=1e-6, name="my-study") as s:
+        m = s.laplace(10.0, sensitivity=1.0, epsilon=0.1)
+        g = s.gaussian(np.array([1.0, 2.0]), sensitivity=1.0, epsilon=0.3, delta=1e-7)
+        i = s.exponential([0.0, 5.0, 1.0], sensitivity=1.0, epsilon=0.2)
+    assert isinstance(m, float) and g.shape == (2,) and i in (0, 1, 2)
+    assert _types(s) == ["open", "charge", "release", "charge", "release", "charge", "release", "close"]
+    cert = json.loads(s.certificate_path.read_text())
+    assert 0 < cert["claim"]["epsilon"] <= 1.0
+    # pure charges 0.1 + 0.2 plus a Gaussian at (0.3, 1e-7): the composed bound is at most basic composition
+    assert cert["claim"]["epsilon"] <= 0.6 + 1e-9
+    assert cert["for_release"] is False and "NOT FOR RELEASE" in cert["release_status"]
+    assert any(a["id"] == "declared-sensitivity" for a in cert["assumptions"])
+
+
+def test_charge_record_precedes_noise_and_release(make_session, monkeypatch):
+    """The charge record is on disk before the sampler runs; the release record before the value returns."""
+    import dpaudit.session as session_module
+
+    s = make_session()
+    seen = []
+    real = session_module.release_laplace
+
+    def spy(*args, **kwargs):
+        seen.append(_types(s)[-1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(session_module, "release_laplace", spy)
+    s.laplace(3.0, sensitivity=1.0, epsilon=0.1)
+    assert seen == ["charge"]
+    assert _types(s)[-1] == "release"
+    s.close()
+
+
+def test_budget_exceeded_charges_and_releases_nothing(make_session):
+    s = make_session(epsilon=0.5)
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.4)
+    before = _types(s)
+    with pytest.raises(BudgetExceeded, match="nothing was charged"):
+        s.laplace(1.0, sensitivity=1.0, epsilon=0.2)
+    assert _types(s) == before
+    assert s.spent_epsilon() == pytest.approx(0.4)
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.1)  # what is left can still be spent
+    s.close()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_budget_race_admits_at_most_one(make_session, seed):
+    """Two workers race for the last 0.3 of the budget with a 0.2 charge each: exactly one gets in."""
+    s = make_session(epsilon=1.0, seed=seed)
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.7)
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def worker():
+        barrier.wait()
+        try:
+            s.laplace(1.0, sensitivity=1.0, epsilon=0.2)
+            outcomes.append("admitted")
+        except BudgetExceeded:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["admitted", "refused"]
+    assert _types(s).count("charge") == 2
+    s.close()
+
+
+def test_many_threads_never_overspend(make_session):
+    s = make_session(epsilon=1.0)
+    admitted = []
+
+    def worker():
+        try:
+            s.laplace(1.0, sensitivity=1.0, epsilon=0.15)
+            admitted.append(1)
+        except BudgetExceeded:
+            pass
+
+    threads = [threading.Thread(target=worker) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cert = s.close()
+    assert len(admitted) == 6  # 6 × 0.15 = 0.9 ≤ 1 < 7 × 0.15
+    assert cert["claim"]["epsilon"] <= 1.0
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"epsilon": -1.0}, "epsilon"),
+    ({"epsilon": float("nan")}, "NaN"),
+    ({"delta": 1.0}, "delta"),
+    ({"delta": 0.0}, "delta"),
+    ({"neighbouring": "swap"}, "neighbouring"),
+])
+def test_bad_budget_refused(make_session, kwargs, message):
+    with pytest.raises(InvalidParameter, match=message):
+        make_session(**kwargs)
+
+
+def test_bad_release_input_refused_without_charge(make_session):
+    s = make_session()
+    for call in (
+        lambda: s.laplace(1.0, sensitivity=1.0, epsilon=-0.1),
+        lambda: s.laplace(1.0, sensitivity=float("nan"), epsilon=0.1),
+        lambda: s.gaussian(1.0, sensitivity=1.0, epsilon=0.1, delta=1.5),
+        lambda: s.exponential([], sensitivity=1.0, epsilon=0.1),
+    ):
+        with pytest.raises(InvalidParameter):
+            call()
+    assert _types(s) == ["open"]
+    with pytest.raises(InvalidParameter):  # a NaN true value is charged (the charge precedes the data) but not released
+        s.laplace(float("nan"), sensitivity=1.0, epsilon=0.1)
+    assert _types(s)[-1] == "charge"
+    s.close()
+
+
+def test_neighbouring_mismatch_refused(make_session):
+    s = make_session(neighbouring="replace_one")
+    event = PoissonSubsampledGaussianEvent(
+        neighbouring="add_remove", sensitivity=from_formula("clipped_gradient_sum", "add_remove", clip_norm=1.0),
+        sample_rate=0.01, noise_multiplier=1.0, steps=10)
+    with pytest.raises(UnsupportedEvent, match="replace_one"):
+        s.charge(event, plugin="test", mechanism="dpsgd")
+    s.close()
+
+
+def test_closed_session_refuses_releases(make_session):
+    s = make_session()
+    first = s.close()
+    assert s.close() == first
+    with pytest.raises(DPAuditError, match="closed"):
+        s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
+
+
+def test_above_threshold_answers_are_ledgered(make_session):
+    s = make_session(epsilon=1.0)
+    at = s.above_threshold(5.0, sensitivity=1.0, epsilon=0.5, max_queries=10)
+    answers = []
+    for v in [0.0, 0.0, 100.0]:
+        answers.append(at.test(v))
+        if at.halted:
+            break
+    assert answers[-1] is True and at.halted
+    records, _ = read_records(s.ledger_path)
+    releases = [r for r in records if r.type == "release"]
+    assert len(releases) == len(answers)
+    assert [r.body["output"]["above"] for r in releases] == answers
+    with pytest.raises(DPAuditError):
+        at.test(0.0)
+    s.close()
+
+
+def test_exceptions_inside_with_still_certify(make_session):
+    with pytest.raises(RuntimeError), make_session() as s:
+        s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
+        raise RuntimeError("plugin crashed")
+    records, _ = read_records(s.ledger_path)
+    assert records[-1].type == "close" and records[-1].body["status"] == "FAILED"
+    assert json.loads(s.certificate_path.read_text())["claim"]["epsilon"] > 0
+
+
+CHILD = r"""
+import sys
+from dpaudit import Session
+from dpaudit.mechanisms.randomness import SeededRandom
+s = Session(epsilon=1e6, delta=1e-6, rng=SeededRandom(1), mirror=False, store=sys.argv[1])
+print(s.ledger_path, flush=True)
+i = 0
+while True:
+    v = s.laplace(float(i), sensitivity=1.0, epsilon=0.5)
+    print(repr(v), flush=True)
+    i += 1
+"""
+
+
+@pytest.mark.parametrize("delay", [0.4, 0.9, 1.7])
+def test_kill_minus_nine_leaves_no_released_value_without_record(tmp_path, delay):
+    """SIGKILL a session mid-run: the ledger verifies, and every value the child printed has a release record."""
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path / "runs")], stdout=subprocess.PIPE, text=True)
+    ledger = Path(proc.stdout.readline().strip())
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    printed = [float(line) for line in proc.stdout.read().splitlines() if line.strip()]
+    proc.wait()
+    records, problems = read_records(ledger)
+    assert all("torn" in p for p in problems), problems
+    assert verify_chain(records) == []
+    released = [r.body["output"] for r in records if r.type == "release"]
+    assert len(printed) >= 1
+    assert released[: len(printed)] == printed
+    assert all(math.isfinite(v) for v in released)
