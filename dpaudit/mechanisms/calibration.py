@@ -1,0 +1,409 @@
+"""Noise calibration: from a privacy target to noise parameters, and from noise parameters to δ.
+
+Pure functions, floats in and floats out. Every value returned is conservative for the privacy claim it serves:
+
+* a δ is an UPPER bound on the true δ(ε) (floating-point error is bounded explicitly and added, tail sums that
+  are cut off are bounded by integrals and added, the last exponential is rounded up);
+* a calibrated noise scale is one for which the corresponding δ or ε, re-evaluated by the very function that
+  ``dpaudit verify`` uses, meets the target (root-finding keeps the end of the bracket that passes).
+
+Floating-point allowance. Quantities evaluated in the log domain are shifted by ``_slack(...)`` =
+16·u·(1 + Σ|intermediate magnitudes| + number of summed terms), with u = 2⁻⁵³ the unit roundoff. Each
+elementary operation contributes a relative error of at most u (a few ulp for ``exp``, ``log``, ``log_ndtr``),
+and an error of relative size r in a quantity of magnitude m shifts a log-domain sum by at most r·m, so the
+allowance exceeds the accumulated error by a wide margin while staying below 10⁻⁹ relative in δ in every case
+met in practice.
+
+References:
+    Balle & Wang, "Improving the Gaussian Mechanism for Differential Privacy", ICML 2018 (Thm. 8, Alg. 1).
+    Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020 (CKS; Thm. 7,
+    Prop. 12 / Cor. 13, Thm. 14).
+    Asoodeh, Liao, Calmon, Kosut & Sankar, "Three Variants of Differential Privacy: Lossless Conversion and
+    Applications", IEEE JSAIT 2021 (the same RDP → (ε, δ) conversion).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import log_ndtr, logsumexp
+
+from dpaudit.errors import AccountingError
+from dpaudit.events import GaussianEvent
+from dpaudit.privacy_maps import gaussian_grid_parameters, grid_sensitivity
+from dpaudit.sensitivity import Norm
+from dpaudit.validation import check_count, check_delta, check_epsilon, check_nonnegative, check_positive
+
+#: unit roundoff of IEEE-754 binary64
+_U = 2.0**-53
+#: relative width at which bisection stops (the returned end always passes the check)
+_REL_TOL = 1e-12
+#: bound on bracketing / bisection / nudging steps (2¹⁰²⁴ spans the float range)
+_MAX_STEPS = 2200
+#: above this many summed terms CKS Thm. 7 is replaced by the zCDP bound (memory; the bound stays valid)
+_MAX_EXACT_TERMS = 2**22
+#: the exact discrete tail is summed over 12σ past its start; the rest (< e⁻⁷² of the head) is bounded by an integral
+_TAIL_SIGMAS = 12
+#: Rényi orders α tried by the zCDP conversion (α − 1 log-spaced; any α > 1 gives a valid bound)
+_ORDERS = 1.0 + np.logspace(-8, 8, 4001)
+#: default grid: γ = Δ / 2¹⁰
+_GRID_DIVISOR = 2**10
+
+
+def _slack(*magnitudes: float, terms: int = 0) -> float:
+    """Floating-point allowance for a log-domain quantity built from ``magnitudes`` (see the module docstring)."""
+    return 16.0 * _U * (1.0 + terms + float(sum(abs(m) for m in magnitudes)))
+
+
+def _exp_up(log_value: float) -> float:
+    """exp(log_value) rounded up (to the next float, so an underflow gives the least positive float), capped at 1.
+
+    Raises:
+        AccountingError: ``log_value`` is NaN (a bound that cannot be evaluated is never silently accepted).
+    """
+    if math.isnan(log_value):
+        raise AccountingError("a privacy bound evaluated to NaN")
+    return min(1.0, math.nextafter(math.exp(min(log_value, 0.0)), math.inf))
+
+
+def _smallest_passing(passes: Callable[[float], bool], start: float) -> float:
+    """Approximately the smallest x > 0 with ``passes(x)``, for a check that holds for all large enough x.
+
+    Bisection keeps the passing end: the value returned is always one on which ``passes`` returned True.
+
+    Raises:
+        AccountingError: no passing (or no failing) value was found within the float range.
+    """
+    lo = hi = start
+    if passes(start):
+        for _ in range(_MAX_STEPS):
+            lo /= 2.0
+            if not passes(lo):
+                break
+            hi = lo
+        else:
+            raise AccountingError(f"calibration found no failing point below {start!r}")
+    else:
+        for _ in range(_MAX_STEPS):
+            lo, hi = hi, hi * 2.0
+            if math.isinf(hi):
+                raise AccountingError(f"calibration found no passing point above {start!r}")
+            if passes(hi):
+                break
+        else:
+            raise AccountingError(f"calibration found no passing point above {start!r}")
+    for _ in range(_MAX_STEPS):
+        if hi - lo <= _REL_TOL * hi:
+            break
+        mid = 0.5 * (lo + hi)
+        if passes(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _nudged_up(value: float, fits: Callable[[float], bool], what: str) -> float:
+    """The first of value, nextafter(value), ... that ``fits`` (float rounding only ever needs a few steps)."""
+    for _ in range(64):
+        if fits(value):
+            return value
+        value = math.nextafter(value, math.inf)
+    raise AccountingError(f"could not round {what} up to a value that meets the target")
+
+
+def _grid_units_lower(scale: float, grid: float) -> Fraction:
+    """The smaller of the two readings of scale/γ: the float quotient (used by the privacy maps) and the exact one.
+
+    A calibration that holds for this value holds whichever reading a release or a verifier uses.
+    """
+    return min(Fraction(scale / grid), Fraction(scale) / Fraction(grid))
+
+
+# --- continuous (analytic) Gaussian ---------------------------------------------------------------------------
+
+
+def analytic_gaussian_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
+    """Upper bound on the exact δ(ε) of the Gaussian mechanism N(0, σ²) with L2 sensitivity Δ.
+
+    Balle & Wang 2018, Thm. 8: δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ). Evaluated as
+    Φ(a)·(1 − exp(ε + log Φ(b) − log Φ(a))) with ``scipy.special.log_ndtr`` and ``expm1``, so there is neither
+    underflow for large ε nor catastrophic cancellation; the floating-point allowance of the module docstring
+    is added before the final (upward-rounded) exponential.
+
+    Args:
+        sigma: noise standard deviation σ > 0.
+        epsilon: ε ≥ 0.
+        sensitivity: L2 sensitivity Δ > 0 (same units as σ).
+
+    Returns:
+        δ̄ ≥ δ(ε), in (0, 1].
+    """
+    sigma = check_positive("sigma", sigma)
+    epsilon = check_nonnegative("epsilon", epsilon)
+    sensitivity = check_positive("sensitivity", sensitivity)
+    r = sensitivity / sigma
+    s = epsilon * sigma / sensitivity
+    a, b = 0.5 * r - s, -0.5 * r - s
+    log_p, log_q = float(log_ndtr(a)), float(log_ndtr(b))
+    slack = _slack(epsilon, log_p, log_q, (1.0 + abs(a) + abs(b)) * (r + s))
+    if math.isinf(log_p):  # Φ(a) underflows even in the log domain; δ ≤ Φ(a)
+        return _exp_up(log_p)
+    exponent = min(epsilon + log_q - log_p - slack, 0.0)  # exactly < 0, as Φ(a) > e^ε Φ(b)
+    if exponent == 0.0:  # only if rounding exceeded the allowance: fall back on δ ≤ Φ(a)
+        return _exp_up(log_p + slack)
+    return _exp_up(log_p + math.log(-math.expm1(exponent)) + slack)
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """Smallest σ (to relative 10⁻¹²) with :func:`analytic_gaussian_delta`(σ, ε, Δ) ≤ δ.
+
+    Balle & Wang 2018, Alg. 1 calibrates σ by solving δ(σ) = δ, which is decreasing in σ. Here the same equation
+    is solved by bisection on σ that keeps the upper (passing) end, starting from the classical
+    σ = Δ·√(2 ln(1.25/δ))/ε, so the result satisfies the re-evaluated bound by construction.
+
+    Args:
+        epsilon: target ε > 0.
+        delta: target δ in (0, 1).
+        sensitivity: L2 sensitivity Δ > 0.
+
+    Returns:
+        σ in the units of ``sensitivity``.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta, allow_zero=False)
+    sensitivity = check_positive("sensitivity", sensitivity)
+    start = sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
+    return _smallest_passing(lambda s: analytic_gaussian_delta(s, epsilon, sensitivity) <= delta, start)
+
+
+# --- zCDP to (ε, δ) -------------------------------------------------------------------------------------------
+
+
+def _log_delta_at_order(alpha: np.ndarray, rho: float, epsilon: float) -> np.ndarray:
+    """log of the CKS Cor. 13 bound at order α (α − 1 is exact in floating point for α ≥ 1)."""
+    return (alpha - 1.0) * (alpha * rho - epsilon + np.log1p(-1.0 / alpha)) - np.log(alpha)
+
+
+def zcdp_delta(rho: float, epsilon: float) -> float:
+    """Upper bound on δ(ε) for a ρ-zCDP mechanism.
+
+    CKS 2020, Prop. 12 / Cor. 13 (equivalently Asoodeh et al. 2021): for every α > 1,
+    δ ≤ exp((α−1)(αρ − ε)) · (1 − 1/α)^(α−1) / α, i.e.
+    log δ ≤ (α−1)(αρ − ε + log(1 − 1/α)) − log α. Every α gives a valid bound, so the minimum over a log-spaced
+    grid of 4001 orders with α − 1 ∈ [10⁻⁸, 10⁸], refined by a bounded scalar search, is sound; the floating-point
+    allowance is added at the minimising α.
+
+    Args:
+        rho: ρ ≥ 0.
+        epsilon: ε ≥ 0.
+
+    Returns:
+        δ̄ ≥ δ(ε), in (0, 1].
+    """
+    rho = check_nonnegative("rho", rho)
+    epsilon = check_nonnegative("epsilon", epsilon)
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = _log_delta_at_order(_ORDERS, rho, epsilon)
+    values = np.where(np.isnan(values), np.inf, values)
+    best = int(np.argmin(values))
+    refined = minimize_scalar(lambda a: float(_log_delta_at_order(np.asarray(a), rho, epsilon)),
+                              bounds=(_ORDERS[max(best - 1, 0)], _ORDERS[min(best + 1, len(_ORDERS) - 1)]),
+                              method="bounded")
+    alpha = float(refined.x) if refined.fun < values[best] else float(_ORDERS[best])
+    log_delta = float(_log_delta_at_order(np.asarray(alpha), rho, epsilon))
+    if not math.isfinite(log_delta):
+        return 1.0
+    slack = _slack((alpha - 1.0) * alpha * rho, (alpha - 1.0) * epsilon,
+                   (alpha - 1.0) * math.log1p(-1.0 / alpha), math.log(alpha))
+    return _exp_up(log_delta + slack)
+
+
+# --- discrete Gaussian ----------------------------------------------------------------------------------------
+
+
+def _log_normaliser_lower(sigma: float) -> float:
+    """log of a lower bound on Z = Σ_{y∈Z} exp(−y²/(2σ²)).
+
+    Two lower bounds, the larger taken: Poisson summation gives Z = √(2π)σ·Σ_k exp(−2π²σ²k²) ≥ √(2π)σ (tight to
+    10⁻⁸ for σ ≥ 1), and the partial sum over |y| ≤ 64 (exact to float precision for σ ≤ 5).
+    """
+    poisson = math.log(math.sqrt(2.0 * math.pi) * sigma)
+    y = np.arange(1, 65, dtype=np.float64)
+    partial = float(np.logaddexp(0.0, math.log(2.0) + logsumexp(-(y * y) / (2.0 * sigma * sigma))))
+    return max(poisson, partial) - _slack(poisson, partial, terms=64)
+
+
+def _discrete_gaussian_delta_thm7(sigma: float, shift: int, epsilon: float) -> float:
+    """CKS 2020 Thm. 7 for N_Z(0, σ²) and integer sensitivity Δ, as a sum of non-negative terms.
+
+    δ = P[Y > t₁] − e^ε P[Y > t₁ + Δ] with t₁ = εσ²/Δ − Δ/2, Y ~ N_Z(0, σ²). Substituting y ↦ y + Δ in the second
+    sum gives δ = (1/Z) Σ_{y > t₁} w(y)·(1 − exp(ε − (2yΔ + Δ²)/(2σ²))), w(y) = exp(−y²/(2σ²)), where every term is
+    ≥ 0 (so nothing cancels). The first index ⌊t₁⌋ + 1 is computed in exact rational arithmetic. The sum is taken
+    over y₀ ≤ y ≤ y₁ = max(y₀, 0) + ⌈12σ⌉; the remaining terms are each ≤ w(y) and w decreases on [0, ∞), so they
+    add at most ∫_{y₁}^∞ w = √(2π)σ·Φ(−y₁/σ), which is added. Z is replaced by a lower bound
+    (:func:`_log_normaliser_lower`), each factor and the sum by upper bounds (floating-point allowance).
+    """
+    t1 = Fraction(epsilon) * Fraction(sigma) ** 2 / shift - Fraction(shift, 2)
+    y0 = math.floor(t1) + 1
+    y1 = max(y0, 0) + math.ceil(_TAIL_SIGMAS * sigma)
+    y = np.arange(y0, y1 + 1, dtype=np.float64)
+    two_var = 2.0 * sigma * sigma
+    log_w = -(y * y) / two_var
+    loss = (2.0 * shift * y + float(shift) ** 2) / two_var
+    loss_slack = 16.0 * _U * (1.0 + epsilon + np.abs(loss))
+    with np.errstate(divide="ignore"):  # a factor that is exactly 0 contributes log 0 = −inf
+        log_factor = np.log(-np.expm1(np.minimum(epsilon - loss - loss_slack, 0.0)))
+    log_head = float(logsumexp(log_w + log_factor))
+    log_tail = math.log(math.sqrt(2.0 * math.pi) * sigma) + float(log_ndtr(-y1 / sigma))
+    head_magnitude = float(np.max(np.abs(log_w))) + float(np.max(np.abs(log_factor[np.isfinite(log_factor)]),
+                                                                  initial=0.0))
+    log_numerator = float(np.logaddexp(log_head, log_tail))
+    slack = _slack(head_magnitude, log_tail, log_numerator, y1 / sigma, terms=len(y))
+    return _exp_up(log_numerator - _log_normaliser_lower(sigma) + slack)
+
+
+def discrete_gaussian_delta(sigma_grid: float, sensitivity_grid: float, epsilon: float, dimension: int) -> float:
+    """Upper bound on δ(ε) of discrete Gaussian noise N_Z(0, σ²) per coordinate, L2 sensitivity Δ (grid units).
+
+    * ``dimension == 1`` and integer Δ: CKS 2020 Thm. 7, which is exact for a scalar integer-valued query whose
+      values on neighbours differ by at most Δ; summed as in :func:`_discrete_gaussian_delta_thm7` with every
+      truncation and rounding error bounded and added. (If that sum would need more than 2²² terms, i.e. σ above
+      about 3.5·10⁵ grid units, the zCDP bound below is used instead; it is valid, only looser.)
+    * otherwise: the multivariate discrete Gaussian with L2 sensitivity Δ is ρ-zCDP with ρ = Δ²/(2σ²)
+      (CKS 2020, Thm. 14), converted with :func:`zcdp_delta`. The rounded-value difference is an integer vector,
+      so the Rényi bound of CKS Prop. 5 applies coordinate-wise.
+
+    Args:
+        sigma_grid: σ in grid units, > 0.
+        sensitivity_grid: L2 sensitivity Δ in grid units (from :func:`~dpaudit.privacy_maps.grid_sensitivity`).
+        epsilon: ε ≥ 0.
+        dimension: number of coordinates d ≥ 1.
+
+    Returns:
+        δ̄ ≥ δ(ε), in (0, 1].
+    """
+    sigma_grid = check_positive("sigma_grid", sigma_grid)
+    sensitivity_grid = check_positive("sensitivity_grid", sensitivity_grid)
+    epsilon = check_nonnegative("epsilon", epsilon)
+    dimension = check_count("dimension", dimension)
+    if dimension == 1 and sensitivity_grid.is_integer():
+        shift = int(sensitivity_grid)
+        t1 = epsilon * sigma_grid**2 / shift - shift / 2
+        terms = max(0.0, -t1) + _TAIL_SIGMAS * sigma_grid
+        if terms <= _MAX_EXACT_TERMS and t1 + terms < 2.0**52:  # indices stay exact in float64
+            return _discrete_gaussian_delta_thm7(sigma_grid, shift, epsilon)
+    rho = sensitivity_grid * sensitivity_grid / (2.0 * sigma_grid * sigma_grid) * (1.0 + 8.0 * _U)
+    return zcdp_delta(rho, epsilon)
+
+
+def calibrate_discrete_gaussian(epsilon: float, delta: float, sensitivity: float, grid: float,
+                                dimension: int) -> float:
+    """σ in value units such that discrete Gaussian noise on ``grid``·Z is (ε, δ)-DP after grid rounding.
+
+    Solves :func:`discrete_gaussian_delta`(σ/γ, grid_sensitivity(Δ, γ, d, 'l2'), ε, d) ≤ δ by bisection from the
+    analytic Gaussian σ for the rounded sensitivity, keeping the passing end. σ/γ is computed exactly as
+    :func:`dpaudit.privacy_maps.gaussian_grid_parameters` computes it, so :func:`gaussian_event_delta` of the
+    resulting event is ≤ δ.
+
+    Args:
+        epsilon: target ε > 0.
+        delta: target δ in (0, 1).
+        sensitivity: L2 sensitivity Δ in value units.
+        grid: grid spacing γ > 0.
+        dimension: number of coordinates d ≥ 1.
+
+    Returns:
+        σ in value units.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta, allow_zero=False)
+    grid = check_positive("grid", grid)
+    delta_grid = grid_sensitivity(sensitivity, grid, dimension, Norm.L2)
+    start = analytic_gaussian_sigma(epsilon, delta, delta_grid * grid)
+    return _smallest_passing(
+        lambda s: discrete_gaussian_delta(s / grid, delta_grid, epsilon, dimension) <= delta, start
+    )
+
+
+def gaussian_event_delta(event: GaussianEvent) -> float:
+    """Upper bound on the δ a recorded discrete-Gaussian event achieves at its recorded ε.
+
+    ``dpaudit verify`` accepts the event's recorded δ only if it is ≥ this value.
+    """
+    sigma_grid, delta_grid = gaussian_grid_parameters(event)
+    return discrete_gaussian_delta(sigma_grid, delta_grid, event.epsilon, event.dimension)
+
+
+# --- Laplace and AboveThreshold -------------------------------------------------------------------------------
+
+
+def calibrate_laplace_scale(epsilon: float, sensitivity: float, grid: float, dimension: int) -> float:
+    """Scale b (value units) of discrete Laplace noise on ``grid``·Z that is ε-DP after grid rounding.
+
+    b = γ·Δ_γ/ε with Δ_γ = grid_sensitivity(Δ, γ, d, 'l1') (CKS 2020, Sec. 5), then raised ulp by ulp until
+    Δ_γ / (b/γ) ≤ ε holds in exact rational arithmetic for both readings of b/γ (float quotient and exact
+    quotient). Then :func:`dpaudit.privacy_maps.laplace_epsilon`, one correctly rounded division of those
+    numbers, is also ≤ ε.
+
+    Args:
+        epsilon: target ε > 0.
+        sensitivity: L1 sensitivity Δ in value units.
+        grid: grid spacing γ > 0.
+        dimension: number of coordinates d ≥ 1.
+
+    Returns:
+        b in value units.
+    """
+    epsilon = check_epsilon(epsilon)
+    grid = check_positive("grid", grid)
+    delta_grid = Fraction(grid_sensitivity(sensitivity, grid, dimension, Norm.L1))
+    target = Fraction(epsilon)
+    return _nudged_up(grid * float(delta_grid) / epsilon,
+                      lambda b: delta_grid / _grid_units_lower(b, grid) <= target, "the Laplace scale")
+
+
+def calibrate_above_threshold(epsilon: float, sensitivity: float, grid: float) -> tuple[float, float]:
+    """(threshold_scale, query_scale) in value units for ε-DP AboveThreshold on ``grid``·Z.
+
+    Grid-unit scales t₁ = 2Δ_γ/ε and t₂ = 4Δ_γ/ε (Dwork & Roth 2014, Alg. 1; Lyu, Su & Li 2017, Alg. 1 with
+    c = 1), Δ_γ = grid_sensitivity(Δ, γ, 1, 'l1'), times γ; both raised ulp by ulp until
+    Δ_γ/t₁ + 2Δ_γ/t₂ ≤ ε·(1 − 4u) exactly for both readings of t = b/γ. The margin 4u absorbs the three
+    roundings of :func:`dpaudit.privacy_maps.above_threshold_epsilon`, which is therefore ≤ ε.
+
+    Args:
+        epsilon: target ε > 0.
+        sensitivity: sensitivity Δ of each query in value units.
+        grid: grid spacing γ > 0.
+
+    Returns:
+        (threshold_scale, query_scale) in value units.
+    """
+    epsilon = check_epsilon(epsilon)
+    grid = check_positive("grid", grid)
+    delta_grid = Fraction(grid_sensitivity(sensitivity, grid, 1, Norm.L1))
+    target = Fraction(epsilon) * (1 - 4 * Fraction(_U))
+    threshold_scale = grid * float(2 * delta_grid) / epsilon
+    query_scale = grid * float(4 * delta_grid) / epsilon
+    for _ in range(64):
+        loss = delta_grid / _grid_units_lower(threshold_scale, grid) + 2 * delta_grid / _grid_units_lower(
+            query_scale, grid)
+        if loss <= target:
+            return threshold_scale, query_scale
+        threshold_scale = math.nextafter(threshold_scale, math.inf)
+        query_scale = math.nextafter(query_scale, math.inf)
+    raise AccountingError("could not round the AboveThreshold scales up to values that meet the target")
+
+
+def default_grid(sensitivity: float) -> float:
+    """The session's default grid γ = Δ/2¹⁰ (exact: division by a power of two).
+
+    Rounding to γ·Z inflates a scalar sensitivity from Δ/γ = 1024 to ⌊1024⌋ + 1 = 1025 grid units, i.e. by
+    1/1024 < 0.1 %. For d coordinates the inflation is d/1024 in L1 and √d/1024 in L2
+    (:func:`dpaudit.privacy_maps.grid_sensitivity`); callers releasing many coordinates may pass a finer grid.
+    """
+    return check_positive("sensitivity", sensitivity) / _GRID_DIVISOR

@@ -1,0 +1,213 @@
+"""Tests of the noise calibration functions: soundness (δ and ε are never under-stated) and tightness.
+
+Independent references: mpmath at 50 significant digits (Balle & Wang's δ(ε) formula and brute-force discrete
+Gaussian sums), scipy's brentq on the textbook formula, and dp_accounting's RDP → (ε, δ) conversion.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import mpmath as mp
+import numpy as np
+import pytest
+from dp_accounting.rdp.rdp_privacy_accountant import compute_delta
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+from dpaudit.errors import InvalidParameter
+from dpaudit.events import AboveThresholdEvent, GaussianEvent, LaplaceEvent
+from dpaudit.mechanisms.calibration import (
+    analytic_gaussian_delta,
+    analytic_gaussian_sigma,
+    calibrate_above_threshold,
+    calibrate_discrete_gaussian,
+    calibrate_laplace_scale,
+    default_grid,
+    discrete_gaussian_delta,
+    gaussian_event_delta,
+    zcdp_delta,
+)
+from dpaudit.privacy_maps import above_threshold_epsilon, grid_sensitivity, laplace_epsilon
+from dpaudit.sensitivity import Neighbouring, Norm, declared
+
+mp.mp.dps = 50
+
+
+def _exact_analytic_delta(sigma: float, epsilon: float, sensitivity: float) -> mp.mpf:
+    """Balle & Wang 2018, Thm. 8, in 50-digit arithmetic."""
+    s, e, d = mp.mpf(sigma), mp.mpf(epsilon), mp.mpf(sensitivity)
+    return mp.ncdf(d / (2 * s) - e * s / d) - mp.exp(e) * mp.ncdf(-d / (2 * s) - e * s / d)
+
+
+def _brute_discrete_delta(sigma: float, shift: int, epsilon: float) -> float:
+    """Σ_y max(0, P[Y = y] − e^ε P[Y + shift = y]) for Y ~ N_Z(0, σ²), summed with math.fsum over |y| ≤ 60σ + 60."""
+    bound = int(60 * sigma) + 60 + shift
+    w = {y: math.exp(-y * y / (2 * sigma * sigma)) for y in range(-bound - shift, bound + shift + 1)}
+    total = math.fsum(w[y] for y in range(-bound, bound + 1))
+    return math.fsum(max(0.0, w[y] - math.exp(epsilon) * w[y - shift]) for y in range(-bound, bound + 1)) / total
+
+
+# --- analytic Gaussian ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("sigma", "epsilon", "sensitivity"), [
+    (1.0, 1.0, 1.0), (3.73, 1.0, 1.0), (0.5, 0.1, 1.0), (10.0, 5.0, 1.0), (2.0, 30.0, 1.0), (0.3, 20.0, 1.0),
+    (40.0, 0.01, 3.0), (1.0, 0.0, 1.0), (0.05, 200.0, 1.0), (100.0, 2.0, 1.0),
+])
+def test_analytic_delta_is_a_tight_upper_bound(sigma: float, epsilon: float, sensitivity: float) -> None:
+    exact = _exact_analytic_delta(sigma, epsilon, sensitivity)
+    got = analytic_gaussian_delta(sigma, epsilon, sensitivity)
+    assert got >= exact
+    assert got <= exact * (1 + 1e-9) or got <= 1e-300
+
+
+def test_analytic_delta_is_stable_for_large_epsilon() -> None:
+    # The plain formula gives NaN here (e^ε overflows while Φ(b) underflows); the log-domain one keeps 10 digits.
+    sigma, epsilon = 0.01, 6000.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        naive = norm.cdf(50.0 - 60.0) - np.exp(epsilon) * norm.cdf(-50.0 - 60.0)
+    exact = _exact_analytic_delta(sigma, epsilon, 1.0)
+    assert not math.isfinite(naive)
+    assert analytic_gaussian_delta(sigma, epsilon, 1.0) == pytest.approx(float(exact), rel=1e-9)
+
+
+def test_analytic_sigma_matches_balle_wang_and_brentq() -> None:
+    """ε = 1, δ = 10⁻⁵, Δ = 1: the classical σ = √(2 ln(1.25/δ))/ε ≈ 4.84 is loose; the analytic σ ≈ 3.73."""
+    sigma = analytic_gaussian_sigma(1.0, 1e-5, 1.0)
+    classical = math.sqrt(2 * math.log(1.25 / 1e-5))
+    reference = brentq(lambda s: norm.cdf(0.5 / s - s) - math.e * norm.cdf(-0.5 / s - s) - 1e-5, 1.0, 10.0,
+                       xtol=1e-14, rtol=1e-15)
+    assert classical == pytest.approx(4.845, abs=1e-3)
+    assert sigma == pytest.approx(3.7306, abs=1e-4)
+    assert sigma == pytest.approx(reference, rel=1e-9)
+    assert sigma < classical
+
+
+@pytest.mark.parametrize("epsilon", [0.05, 0.5, 1.0, 4.0, 20.0])
+@pytest.mark.parametrize("delta", [1e-2, 1e-5, 1e-10])
+def test_analytic_sigma_meets_delta_and_is_tight(epsilon: float, delta: float) -> None:
+    sigma = analytic_gaussian_sigma(epsilon, delta, 2.0)
+    assert analytic_gaussian_delta(sigma, epsilon, 2.0) <= delta
+    assert _exact_analytic_delta(sigma, epsilon, 2.0) <= delta
+    assert analytic_gaussian_delta(sigma * (1 - 1e-8), epsilon, 2.0) > delta
+
+
+# --- discrete Gaussian ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sigma", [0.3, 0.5, 1.0, 2.5, 7.0])
+@pytest.mark.parametrize("shift", [1, 2, 5])
+@pytest.mark.parametrize("epsilon", [0.0, 0.5, 2.0])
+def test_discrete_delta_is_a_tight_upper_bound_on_the_brute_force_sum(sigma: float, shift: int,
+                                                                      epsilon: float) -> None:
+    exact = _brute_discrete_delta(sigma, shift, epsilon)
+    got = discrete_gaussian_delta(sigma, float(shift), epsilon, 1)
+    assert got >= exact
+    assert got <= exact * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("sigma", [0.7, 2.0, 6.0])
+def test_discrete_delta_worst_shift_is_the_sensitivity(sigma: float) -> None:
+    """CKS Thm. 7 is stated for |q(x) − q(x')| ≤ Δ: every smaller integer shift gives a smaller δ."""
+    for epsilon in (0.3, 1.0):
+        bound = discrete_gaussian_delta(sigma, 4.0, epsilon, 1)
+        assert all(_brute_discrete_delta(sigma, k, epsilon) <= bound for k in range(1, 4))
+
+
+@pytest.mark.parametrize(("sigma", "epsilon"), [(30.0, 0.1), (40.0, 0.5), (200.0, 0.05)])
+def test_discrete_delta_is_close_to_the_continuous_one_for_large_sigma(sigma: float, epsilon: float) -> None:
+    assert discrete_gaussian_delta(sigma, 1.0, epsilon, 1) == pytest.approx(
+        analytic_gaussian_delta(sigma, epsilon, 1.0), rel=2e-2)
+
+
+@pytest.mark.parametrize(("sigma", "sensitivity", "epsilon", "dimension"), [
+    (5.0, 1.0, 1.0, 2), (5.0, 3.7, 1.0, 1), (50.0, 12.3, 0.5, 16), (1e6, 1.0, 1e-6, 1),
+])
+def test_zcdp_route_is_sound_and_matches_rdp_conversion(sigma: float, sensitivity: float, epsilon: float,
+                                                       dimension: int) -> None:
+    """d > 1, non-integer Δ, or a sum too long for Thm. 7: the zCDP bound (CKS Thm. 14 + Cor. 13)."""
+    got = discrete_gaussian_delta(sigma, sensitivity, epsilon, dimension)
+    rho = sensitivity**2 / (2 * sigma**2)
+    assert got == pytest.approx(zcdp_delta(rho, epsilon), rel=1e-12)
+    # any valid conversion of ρ-zCDP is ≥ the exact δ of the continuous Gaussian with the same ρ
+    assert got >= analytic_gaussian_delta(sigma, epsilon, sensitivity) * (1 - 1e-9)
+
+
+@pytest.mark.parametrize(("rho", "epsilon"), [(0.02, 1.0), (0.5, 3.0), (1e-4, 0.1), (2.0, 10.0)])
+def test_zcdp_delta_is_no_worse_than_dp_accounting(rho: float, epsilon: float) -> None:
+    orders = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [128, 256, 512, 1024]
+    reference, _ = compute_delta(orders, [a * rho for a in orders], epsilon)
+    got = zcdp_delta(rho, epsilon)
+    assert got <= reference * (1 + 1e-9)
+    assert got >= reference / 1.5
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "sensitivity", "grid", "dimension"), [
+    (1.0, 1e-5, 1.0, default_grid(1.0), 1), (0.3, 1e-6, 2.5, 0.1, 1), (1.0, 1e-3, 1.5, 1.0, 1),
+    (2.0, 1e-5, 1.0, default_grid(1.0), 10), (0.5, 1e-8, 0.2, 0.01, 3),
+])
+def test_discrete_calibration_meets_delta_when_verified(epsilon: float, delta: float, sensitivity: float,
+                                                        grid: float, dimension: int) -> None:
+    sigma = calibrate_discrete_gaussian(epsilon, delta, sensitivity, grid, dimension)
+    event = GaussianEvent(neighbouring=Neighbouring.REPLACE_ONE, sensitivity=declared(sensitivity, Norm.L2, "test"),
+                          epsilon=epsilon, delta=delta, sigma=sigma, grid=grid, dimension=dimension)
+    assert gaussian_event_delta(event) <= delta
+    delta_grid = grid_sensitivity(sensitivity, grid, dimension, Norm.L2)
+    assert discrete_gaussian_delta(sigma * (1 - 1e-7) / grid, delta_grid, epsilon, dimension) > delta
+
+
+# --- Laplace, AboveThreshold, grid ----------------------------------------------------------------------------
+
+AWKWARD = [(1.0, 1.0, default_grid(1.0), 1), (0.1, 1 / 3, 0.1, 1), (1 / 3, 0.7, 0.01, 5), (2.2, 1e-3, 1e-7, 2),
+           (0.7, 3.0, 1.0, 1), (1e-3, 123.456, 0.3, 7)]
+
+
+@pytest.mark.parametrize(("epsilon", "sensitivity", "grid", "dimension"), AWKWARD)
+def test_laplace_scale_meets_epsilon_when_verified(epsilon: float, sensitivity: float, grid: float,
+                                                   dimension: int) -> None:
+    scale = calibrate_laplace_scale(epsilon, sensitivity, grid, dimension)
+    event = LaplaceEvent(neighbouring=Neighbouring.REPLACE_ONE, sensitivity=declared(sensitivity, Norm.L1, "test"),
+                         epsilon=epsilon, scale=scale, grid=grid, dimension=dimension)
+    assert laplace_epsilon(event) <= epsilon
+    delta_grid = Fraction(grid_sensitivity(sensitivity, grid, dimension, Norm.L1))
+    for units in (Fraction(scale / grid), Fraction(scale) / Fraction(grid)):
+        assert delta_grid / units <= Fraction(epsilon)
+    assert scale <= grid * float(delta_grid) / epsilon * (1 + 1e-14)
+
+
+@pytest.mark.parametrize(("epsilon", "sensitivity", "grid", "_dimension"), AWKWARD)
+def test_above_threshold_scales_meet_epsilon_when_verified(epsilon: float, sensitivity: float, grid: float,
+                                                           _dimension: int) -> None:
+    threshold_scale, query_scale = calibrate_above_threshold(epsilon, sensitivity, grid)
+    event = AboveThresholdEvent(neighbouring=Neighbouring.REPLACE_ONE,
+                                sensitivity=declared(sensitivity, Norm.L1, "test"), epsilon=epsilon,
+                                threshold_scale=threshold_scale, query_scale=query_scale, grid=grid, max_queries=10)
+    assert above_threshold_epsilon(event) <= epsilon
+    delta_grid = grid_sensitivity(sensitivity, grid, 1, Norm.L1)
+    assert threshold_scale == pytest.approx(2 * delta_grid * grid / epsilon, rel=1e-14)
+    assert query_scale == pytest.approx(4 * delta_grid * grid / epsilon, rel=1e-14)
+
+
+def test_default_grid_inflates_a_scalar_sensitivity_by_under_a_tenth_of_a_percent() -> None:
+    for sensitivity in (1.0, 0.37, 1e-6, 1234.5):
+        grid = default_grid(sensitivity)
+        assert grid == sensitivity / 1024
+        assert grid_sensitivity(sensitivity, grid, 1, Norm.L1) / (sensitivity / grid) < 1.001
+
+
+@pytest.mark.parametrize("call", [
+    lambda: analytic_gaussian_delta(float("nan"), 1.0, 1.0),
+    lambda: analytic_gaussian_delta(1.0, -1.0, 1.0),
+    lambda: analytic_gaussian_sigma(1.0, 0.0, 1.0),
+    lambda: analytic_gaussian_sigma(0.0, 1e-5, 1.0),
+    lambda: discrete_gaussian_delta(1.0, 0.0, 1.0, 1),
+    lambda: discrete_gaussian_delta(1.0, 1.0, 1.0, 0),
+    lambda: calibrate_discrete_gaussian(1.0, 1.0, 1.0, 0.1, 1),
+    lambda: calibrate_laplace_scale(float("inf"), 1.0, 0.1, 1),
+    lambda: calibrate_above_threshold(1.0, 1.0, -0.1),
+    lambda: default_grid(0.0),
+    lambda: zcdp_delta(-1.0, 1.0),
+])
+def test_bad_parameters_are_refused(call) -> None:
+    with pytest.raises(InvalidParameter):
+        call()
