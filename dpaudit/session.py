@@ -142,6 +142,7 @@ class Session:
         self._plugins: dict[str, str] = {}
         self._release_lock = threading.Lock()
         self._trial_run: str | None = None
+        self._mirrored_to: dict[int, str] = {}  # ledger seq -> the MLflow run (session or trial) it belongs to
 
         if mirror:
             from dpaudit.tracking import MlflowMirror, resolve_tracking_uri
@@ -213,17 +214,20 @@ class Session:
     # --- the audited path -------------------------------------------------------------------------------------
 
     def _append(self, kind: str, body: dict[str, Any]) -> Record:
-        record = self._ledger.append(kind, body)
-        self._mirror_record(record)
+        # One lock orders ledger appends and their mirroring: a run must receive its records in ledger order.
+        with self._filter.lock:
+            record = self._ledger.append(kind, body)
+            self._mirror_record(record)
         return record
 
     def _mirror_record(self, record: Record) -> None:
+        """Mirror one record to the current run (caller holds the filter lock)."""
+        run = self._trial_run or self.run_id
+        self._mirrored_to[record.seq] = run
         if self._mirror is None or self._mirror_error is not None:
             return
-        spent = self._filter.spent
         try:
-            self._mirror.record(self._trial_run or self.run_id, asdict(record), spent,
-                                max(0.0, self._filter.epsilon - spent))
+            self._mirror.record(run, asdict(record), self._filter.spent)
         except Exception as exc:  # the ledger is the source of truth; the mirror catches up on close
             self._mirror_error = exc
 
@@ -255,7 +259,7 @@ class Session:
             self._filter.commit(event, admission)
             charge = Charge(record.seq, event, plugin, mechanism)
             self._charges[record.seq] = charge
-        self._mirror_record(record)
+            self._mirror_record(record)
         return charge
 
     def record_release(self, charge: Charge, output: Any) -> None:
@@ -395,15 +399,25 @@ class Session:
         assert self._mirror is not None
         try:
             if self._mirror_error is not None:
-                records = [asdict(r) for r in self._ledger.records()]
-                spent = [r.body.get("epsilon_spent") for r in self._ledger.records()]
-                self._mirror.resync(self.run_id, records, spent)
+                self._resync_mirror()
             self._mirror.flush()
             self._mirror.log_artifacts(self.run_id, sorted(p for p in self.run_dir.iterdir() if p.is_file()))
             self._mirror.end_run(self.run_id, status)
+            if self._confidential is not None:
+                self._confidential.close()
         except Exception as exc:
             print(f"dpaudit: warning: MLflow mirror incomplete ({exc}); the ledger and certificate in "
                   f"{self.run_dir} are complete; re-sync later", file=sys.stderr)
+
+
+    def _resync_mirror(self) -> None:
+        """After a mirror failure: catch every run (session and trials) up with its own ledger records."""
+        assert self._mirror is not None
+        by_run: dict[str, list[Record]] = {}
+        for record in self._ledger.records():
+            by_run.setdefault(self._mirrored_to.get(record.seq, self.run_id), []).append(record)
+        for run, records in by_run.items():
+            self._mirror.resync(run, [asdict(r) for r in records], [r.body.get("epsilon_spent") for r in records])
 
 
 class AuditedAboveThreshold:

@@ -1,0 +1,66 @@
+"""Session with the MLflow mirror on: burn-down metric, nested trials, artifacts, recovery after an outage."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from dpaudit import DPAuditError
+from dpaudit.tracking import resolve_tracking_uri
+
+
+@pytest.fixture
+def client() -> MlflowClient:
+    return MlflowClient(resolve_tracking_uri(None))
+
+
+def _metric(client, run_id, key):
+    return [m.value for m in client.get_metric_history(run_id, key)]
+
+
+def test_burn_down_trials_and_artifacts(make_session, client):
+    s = make_session(epsilon=1.0, mirror=True, name="mirrored")
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.1, label="a")
+    with s.trial("trial-0"):
+        s.laplace(2.0, sensitivity=1.0, epsilon=0.2, label="b")
+    trial_run = s._mirrored_to[max(s._mirrored_to)]
+    s.close()
+    spent = _metric(client, s.run_id, "dpaudit.epsilon_spent")
+    assert spent == sorted(spent) and spent[-1] == pytest.approx(0.1, abs=1e-9)
+    assert _metric(client, trial_run, "dpaudit.epsilon_spent")[-1] == pytest.approx(0.3, abs=1e-9)
+    assert client.get_run(trial_run).data.tags["mlflow.parentRunId"] == s.run_id
+    artifacts = {a.path for a in client.list_artifacts(s.run_id)}
+    assert {"ledger.jsonl", "certificate.json", "report.md", "public_key.pem"} <= artifacts
+    assert client.get_run(s.run_id).info.status == "FINISHED"
+
+
+def test_outage_is_resynced_per_run_on_close(make_session, client, monkeypatch):
+    """An MLflow failure mid-run loses nothing: at close each run (session, trial) is caught up with its records."""
+    s = make_session(epsilon=1.0, mirror=True, name="outage")
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.1, label="before")
+    real = s._mirror.record
+    monkeypatch.setattr(s._mirror, "record", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("MLflow down")))
+    with s.trial("trial-0"):
+        s.laplace(2.0, sensitivity=1.0, epsilon=0.2, label="during")
+    trial_run = s._mirrored_to[max(s._mirrored_to)]
+    monkeypatch.setattr(s._mirror, "record", real)
+    s.close()
+    assert _metric(client, trial_run, "release.during")
+    assert not _metric(client, s.run_id, "release.during")
+    assert _metric(client, s.run_id, "release.before")
+
+
+def test_confidential_log_is_separate_and_named(make_session, client):
+    s = make_session(mirror=True, confidential=True, name="conf")
+    s.log_confidential({"true_validation_score": 0.93})
+    cert = s.close()
+    assert cert["confidential_log"]["experiment"].endswith("CONFIDENTIAL")
+    main_run = client.get_run(s.run_id)
+    assert "true_validation_score" not in main_run.data.metrics
+
+
+def test_confidential_log_needs_opt_in(make_session):
+    s = make_session()
+    with pytest.raises(DPAuditError, match="confidential"):
+        s.log_confidential({"x": 1.0})
+    s.close()
