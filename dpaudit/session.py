@@ -30,13 +30,14 @@ from dpaudit import store as run_store
 from dpaudit.accounting import get_accountant
 from dpaudit.budget import BudgetFilter
 from dpaudit.certificate import build_certificate, write_certificate
-from dpaudit.errors import DPAuditError, InvalidParameter, UnsupportedEvent
+from dpaudit.errors import BudgetExceeded, DPAuditError, InvalidParameter, UnsupportedEvent
 from dpaudit.events import (
     AboveThresholdEvent,
     ExponentialEvent,
     GaussianEvent,
     LaplaceEvent,
     PrivacyEvent,
+    SelfComposedEvent,
     neighbouring_of,
 )
 from dpaudit.ledger import Ledger, Record
@@ -358,18 +359,32 @@ class Session:
     def above_threshold(self, threshold: float, sensitivity: float | Sensitivity, epsilon: float, *,
                         max_queries: int, label: str = "", grid: float | None = None,
                         plugin: str = "session") -> AuditedAboveThreshold:
-        """Start an AboveThreshold run charged ε once; each answer is written to the ledger before it is returned."""
+        """Start one AboveThreshold run charged ε; each answer is written to the ledger before it is returned."""
+        rounds = self.above_threshold_rounds(sensitivity, epsilon, max_queries=max_queries, rounds=1, label=label,
+                                             grid=grid, plugin=plugin)
+        return rounds.next_round(threshold)
+
+    def above_threshold_rounds(self, sensitivity: float | Sensitivity, epsilon: float, *, max_queries: int,
+                               rounds: int, label: str = "", grid: float | None = None,
+                               plugin: str = "session") -> AboveThresholdRounds:
+        """Charge up to ``rounds`` AboveThreshold runs at once, before any of them starts.
+
+        The charge is the ``rounds``-fold composition of an ε-DP AboveThreshold, fixed up front: a loop that stops
+        early (a data-dependent stopping time, e.g. Ding et al. 2023, Alg. 1) is still charged for every round
+        (the realised count is information only). Each round's threshold is given when the round starts and must
+        be public (chosen from earlier noisy outputs or fixed in advance).
+        """
         sens = _as_sensitivity(sensitivity, Norm.L1, "above_threshold")
         epsilon = check_epsilon(epsilon)
         check_count("max_queries", max_queries)
+        check_count("rounds", rounds)
         grid = grid if grid is not None else calibration.default_grid(sens.value)
         t_scale, q_scale = calibration.calibrate_above_threshold(epsilon, sens.value, grid)
-        event = AboveThresholdEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label, epsilon=epsilon,
-                                    threshold_scale=t_scale, query_scale=q_scale, grid=grid,
-                                    max_queries=max_queries)
-        charge = self.charge(event, plugin=plugin, mechanism="above_threshold")
-        return AuditedAboveThreshold(self, charge, AboveThreshold(threshold, t_scale, q_scale, grid, max_queries,
-                                                                  self.rng))
+        leaf = AboveThresholdEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label, epsilon=epsilon,
+                                   threshold_scale=t_scale, query_scale=q_scale, grid=grid, max_queries=max_queries)
+        event = leaf if rounds == 1 else SelfComposedEvent(event=leaf, count=rounds)
+        return AboveThresholdRounds(self, self.charge(event, plugin=plugin, mechanism="above_threshold"), leaf,
+                                    rounds)
 
     # --- closing ----------------------------------------------------------------------------------------------
 
@@ -420,13 +435,39 @@ class Session:
             self._mirror.resync(run, [asdict(r) for r in records], [r.body.get("epsilon_spent") for r in records])
 
 
-class AuditedAboveThreshold:
-    """AboveThreshold inside a session: every answer is a release and is written to the ledger first."""
+class AboveThresholdRounds:
+    """Up to ``rounds`` AboveThreshold runs paid for by one charge made before the first of them."""
 
-    def __init__(self, session: Session, charge: Charge, mechanism: AboveThreshold) -> None:
+    def __init__(self, session: Session, charge: Charge, leaf: AboveThresholdEvent, rounds: int) -> None:
+        self._session = session
+        self.charge = charge
+        self._leaf = leaf
+        self.rounds = rounds
+        self.rounds_started = 0
+
+    def next_round(self, threshold: float) -> AuditedAboveThreshold:
+        """Start the next round with a public ``threshold``.
+
+        Raises:
+            BudgetExceeded: all charged rounds are used (nothing is drawn).
+        """
+        if self.rounds_started >= self.rounds:
+            raise BudgetExceeded(f"all {self.rounds} charged AboveThreshold rounds are used; the cap is fixed up front")
+        self.rounds_started += 1
+        leaf = self._leaf
+        mechanism = AboveThreshold(threshold, leaf.threshold_scale, leaf.query_scale, leaf.grid, leaf.max_queries,
+                                   self._session.rng)
+        return AuditedAboveThreshold(self._session, self.charge, mechanism, self.rounds_started - 1)
+
+
+class AuditedAboveThreshold:
+    """One AboveThreshold run inside a session: every answer is a release and is written to the ledger first."""
+
+    def __init__(self, session: Session, charge: Charge, mechanism: AboveThreshold, round_index: int = 0) -> None:
         self._session = session
         self.charge = charge
         self._mechanism = mechanism
+        self.round_index = round_index
 
     @property
     def halted(self) -> bool:
@@ -440,6 +481,7 @@ class AuditedAboveThreshold:
         """Is the (noisy) query above the (noisy) threshold? Raises once halted or past ``max_queries``."""
         with self._session._release_lock:
             answer = self._mechanism.test(value)
-            self._session.record_release(self.charge, {"query": self._mechanism.queries_made - 1,
+            self._session.record_release(self.charge, {"round": self.round_index,
+                                                       "query": self._mechanism.queries_made - 1,
                                                        "above": bool(answer)})
         return answer

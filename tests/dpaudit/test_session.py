@@ -222,3 +222,27 @@ def test_kill_minus_nine_leaves_no_released_value_without_record(tmp_path, delay
     assert len(printed) >= 1
     assert released[: len(printed)] == printed
     assert all(math.isfinite(v) for v in released)
+
+
+def test_above_threshold_rounds_charge_the_cap_up_front(make_session):
+    """A loop capped at T_max rounds is charged T_max·ε before the first round, however early it stops."""
+    s = make_session(epsilon=2.0)
+    rounds = s.above_threshold_rounds(sensitivity=0.1, epsilon=0.25, max_queries=3, rounds=4, label="loop")
+    assert s.spent_epsilon() == pytest.approx(1.0, rel=1e-6)  # 4 × 0.25, pure DP, charged now
+    first = rounds.next_round(0.5)
+    first.test(0.0)
+    cert = s.close()
+    assert 0.99 <= cert["claim"]["epsilon"] <= 1.0  # T_max rounds, not the one realised
+    records, _ = read_records(s.ledger_path)
+    assert [r.type for r in records].count("charge") == 1
+    assert [r.body["output"]["round"] for r in records if r.type == "release"] == [0]
+
+
+def test_above_threshold_rounds_refuse_past_the_cap(make_session):
+    s = make_session(epsilon=2.0)
+    rounds = s.above_threshold_rounds(sensitivity=1.0, epsilon=0.1, max_queries=1, rounds=2)
+    rounds.next_round(0.0)
+    rounds.next_round(0.0)
+    with pytest.raises(BudgetExceeded, match="rounds"):
+        rounds.next_round(0.0)
+    s.close()
