@@ -84,3 +84,15 @@ def test_unknown_command_and_run_are_usage_errors(tmp_path):
     result = CliRunner().invoke(main, ["--store", str(tmp_path), "report", "no-such-run"],
                                 env={"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/m.db"})
     assert result.exit_code == 2 and "no-such-run" in result.output
+
+
+def test_unreadable_ledger_is_reported_not_crashed(run_dir):
+    """Garbage in the ledger makes verify exit 1 with the broken line named; report fails cleanly with exit 2."""
+    with open(run_dir / "ledger.jsonl", "a", encoding="utf-8") as fh:
+        fh.write("this is not json\n")
+    result = invoke("verify", str(run_dir), "--allow-not-for-release", "--json")
+    assert result.exit_code == 1
+    assert any("ledger-chain" in r for r in json.loads(result.output)["reasons"])
+    (run_dir / "ledger.jsonl").write_bytes(b"\xff\xfe\x00garbage")
+    result = CliRunner().invoke(main, ["verify", str(run_dir)])
+    assert result.exit_code in (1, 2) and "Traceback" not in result.output
