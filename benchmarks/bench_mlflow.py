@@ -35,14 +35,14 @@ from dpaudit.tracking.mirror import MARK_TAGS, RECORDS  # noqa: E402
 TARGET = 2.0
 
 
-def ledger_stream(n_records: int, t0: float) -> list[tuple[dict, float, float]]:
-    """(record, spent, remaining) triples shaped like a Session's ledger: open, charge/release pairs, close."""
+def ledger_stream(n_records: int, t0: float) -> list[tuple[dict, float]]:
+    """(record, spent) pairs shaped like a Session's ledger: open, charge/release pairs, close."""
     out = []
 
     def add(rtype: str, body: dict, spent: float) -> None:
         seq = len(out)
         out.append(({"seq": seq, "type": rtype, "time": t0 + 0.001 * seq, "prev": "0" * 64, "body": body,
-                     "hash": f"{seq:064x}"}, spent, 1e3 - spent))
+                     "hash": f"{seq:064x}"}, spent))
 
     add("open", {"name": "bench", "budget": {"epsilon": 1e3, "delta": 1e-6}, "neighbouring": "add_remove"}, 0.0)
     spent = 0.0
@@ -74,8 +74,8 @@ def time_raw_per_metric(mirror: MlflowMirror, n: int) -> float:
 def time_mirror_per_record(mirror: MlflowMirror, stream) -> float:
     run_id = mirror.start_run("mirror", {}, {})
     start = time.perf_counter()
-    for record, spent, remaining in stream:
-        mirror.record(run_id, record, spent, remaining)
+    for record, spent in stream:
+        mirror.record(run_id, record, spent)
     mirror.flush()
     elapsed = time.perf_counter() - start
     assert mirror.client.get_run(run_id).data.tags[MARK_TAGS[RECORDS]] == str(len(stream) - 1)
@@ -84,7 +84,7 @@ def time_mirror_per_record(mirror: MlflowMirror, stream) -> float:
 
 def mirror_payload(stream, batch_size: int) -> list[Batch]:
     """The log_batch calls the mirror makes for ``stream`` (its buffer is written every ``batch_size`` records)."""
-    items = [(RECORDS, record_entities(r, s, m)) for r, s, m in stream]
+    items = [(RECORDS, record_entities(r, s)) for r, s in stream]
     calls = []
     for i in range(0, len(items), batch_size):
         calls.extend(plan_batches(items[i:i + batch_size], MARK_TAGS))

@@ -4,13 +4,12 @@ See docs/mlflow.md for what is mirrored, what never is, and the idempotency desi
 """
 
 from dpaudit.tracking.confidential import ConfidentialLog
-from dpaudit.tracking.entities import CONFIDENTIAL_KEYS, REMAINING_KEY, SPENT_KEY
+from dpaudit.tracking.entities import CONFIDENTIAL_KEYS, SPENT_KEY
 from dpaudit.tracking.mirror import MirrorError, MlflowMirror
 from dpaudit.tracking.store import default_tracking_uri, resolve_tracking_uri
 
 __all__ = [
     "CONFIDENTIAL_KEYS",
-    "REMAINING_KEY",
     "SPENT_KEY",
     "ConfidentialLog",
     "MirrorError",

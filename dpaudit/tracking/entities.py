@@ -11,7 +11,8 @@ What may reach the main MLflow run is a whitelist; nothing else is copied:
   value and formula id, and public metadata (session name, budget, neighbouring relation, accountant, names of
   the protected and public data sets, versions, status, ``info`` bodies);
 * released (noised) numeric outputs, as metrics ``release.<label>``;
-* the budget burn-down, as metrics ``dpaudit.epsilon_spent`` / ``dpaudit.epsilon_remaining``.
+* the budget burn-down, as the metric ``dpaudit.epsilon_spent`` (ε remaining, the budget param minus it, is
+  derivable and not logged).
 
 A record that carries a key listed as confidential (e.g. ``true_value``) anywhere in it is **refused**
 (:class:`~dpaudit.errors.InvalidParameter`), not stripped: a raw value in the ledger is a broken contract, and
@@ -46,7 +47,6 @@ BURN_DOWN_TYPES = frozenset({"open", "charge", "close"})
 """Record types that get a burn-down point: only a charge changes ε spent; open and close give the end points."""
 
 SPENT_KEY = "dpaudit.epsilon_spent"
-REMAINING_KEY = "dpaudit.epsilon_remaining"
 RELEASE_PREFIX = "release."
 LEDGER_TAG_PREFIX = "dpaudit.ledger."
 RESERVED_PREFIXES = ("dpaudit.", RELEASE_PREFIX)
@@ -250,14 +250,13 @@ def _check_record(record: Mapping[str, Any]) -> tuple[int, str, int, Mapping[str
     return seq, rtype, timestamp, body
 
 
-def record_entities(record: Mapping[str, Any], spent_epsilon: float | None, remaining_epsilon: float | None,
+def record_entities(record: Mapping[str, Any], spent_epsilon: float | None,
                     keys: frozenset[str] = CONFIDENTIAL_KEYS) -> RecordEntities:
     """The MLflow entities of one ledger record.
 
     Args:
         record: a ledger record (``seq``, ``type``, ``time``, ``body``, ``hash``).
         spent_epsilon: ε spent after the record (None: no burn-down point). Used for open/charge/close records.
-        remaining_epsilon: ε remaining after the record (None: no point). Used like ``spent_epsilon``.
         keys: confidential keys (lower case).
 
     Raises:
@@ -266,10 +265,8 @@ def record_entities(record: Mapping[str, Any], spent_epsilon: float | None, rema
     seq, rtype, timestamp, body = _check_record(record)
     check_public(record, keys, f"ledger record {seq}")
     metrics: list[Metric] = []
-    if rtype in BURN_DOWN_TYPES:
-        for key, value in ((SPENT_KEY, spent_epsilon), (REMAINING_KEY, remaining_epsilon)):
-            if value is not None:
-                metrics.append(Metric(key, finite(key, value), timestamp, seq))
+    if rtype in BURN_DOWN_TYPES and spent_epsilon is not None:
+        metrics.append(Metric(SPENT_KEY, finite(SPENT_KEY, spent_epsilon), timestamp, seq))
     if rtype == "release" and "output" in body:
         label = body.get("label") or ""
         released = release_values(label if isinstance(label, str) else str(label), body["output"])

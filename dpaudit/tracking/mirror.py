@@ -240,8 +240,7 @@ class MlflowMirror:
         except ValueError as exc:
             raise MirrorError(f"MLflow run {run_id} has a corrupted mark tag: {exc}") from exc
 
-    def record(self, run_id: str, record: Mapping[str, Any], spent_epsilon: float | None,
-               remaining_epsilon: float | None) -> None:
+    def record(self, run_id: str, record: Mapping[str, Any], spent_epsilon: float | None) -> None:
         """Buffer one ledger record for ``run_id`` (written when the run's buffer is full, or on flush).
 
         Records must reach one run in ledger order; one at or below the run's stored mark is a replay and is
@@ -250,13 +249,13 @@ class MlflowMirror:
         Args:
             run_id: the MLflow run (session or trial).
             record: the ledger record.
-            spent_epsilon: ε spent after it, or None; plotted for open / charge / close records.
-            remaining_epsilon: ε remaining after it, or None; plotted like ``spent_epsilon``.
+            spent_epsilon: ε spent after it, or None; plotted for open / charge / close records (ε remaining is
+                the budget param minus it, so it is not logged).
 
         Raises:
             InvalidParameter: malformed record, a confidential key in it, or a non-finite number to mirror.
         """
-        entities = record_entities(record, spent_epsilon, remaining_epsilon, self.confidential_keys)
+        entities = record_entities(record, spent_epsilon, self.confidential_keys)
         with self._lock:
             state = self._state(run_id)
             if state.marks is not None and entities.ordinal <= state.marks[RECORDS]:
@@ -327,8 +326,7 @@ class MlflowMirror:
         if failed:
             raise MirrorError("; ".join(str(e) for e in failed)) from failed[0]
 
-    def resync(self, run_id: str, records: Sequence[Mapping[str, Any]], spent: Sequence[float | None], *,
-               remaining: Sequence[float | None] | None = None) -> int:
+    def resync(self, run_id: str, records: Sequence[Mapping[str, Any]], spent: Sequence[float | None]) -> int:
         """Catch ``run_id`` up with ``records`` (e.g. the whole ledger); idempotent.
 
         Reads the run's stored mark, mirrors the records above it and writes them at once.
@@ -337,7 +335,6 @@ class MlflowMirror:
             run_id: the run.
             records: ledger records, in ledger order.
             spent: ε spent after each record (None where unknown).
-            remaining: ε remaining after each record (None where unknown); omitted: no remaining points.
 
         Returns:
             How many of ``records`` were newly mirrored.
@@ -346,12 +343,10 @@ class MlflowMirror:
             InvalidParameter: lengths differ, or a record is refused (nothing is written then).
             MirrorError: MLflow could not be read or written.
         """
-        remaining = [None] * len(records) if remaining is None else remaining
-        if len(spent) != len(records) or len(remaining) != len(records):
-            raise InvalidParameter(f"resync needs one spent / remaining value per record: {len(records)} records, "
-                                   f"{len(spent)} spent, {len(remaining)} remaining")
-        built = [record_entities(r, s, m, self.confidential_keys)
-                 for r, s, m in zip(records, spent, remaining, strict=True)]
+        if len(spent) != len(records):
+            raise InvalidParameter(f"resync needs one spent value per record: {len(records)} records, "
+                                   f"{len(spent)} spent")
+        built = [record_entities(r, s, self.confidential_keys) for r, s in zip(records, spent, strict=True)]
         with self._lock:
             state = self._state(run_id)
             state.marks = self._read_marks(run_id)

@@ -37,19 +37,18 @@ def tracking_uri(store_dir) -> str:
 def ledger():
     """Factory of ledger-shaped records as a Session writes them: open, (charge, release) × n, close.
 
-    Returns (records, spent, remaining): each charge costs 0.01 of a budget of 1.0. Outputs are numbers, or
-    vectors of ``width`` numbers.
+    Returns (records, spent): each charge costs 0.01 of a budget of 1.0. Outputs are numbers, or vectors of
+    ``width`` numbers.
     """
 
     def make(n_releases: int, label: str = "mean", t0: float = 1.7e9, width: int = 0):
-        records, spent, remaining = [], [], []
+        records, spent = [], []
 
         def add(rtype: str, body: dict, eps: float) -> None:
             seq = len(records)
             records.append({"seq": seq, "type": rtype, "time": t0 + 0.5 * seq, "prev": "0" * 64, "body": body,
                             "hash": f"{seq:064x}"})
             spent.append(eps)
-            remaining.append(1.0 - eps)
 
         add("open", {"name": "study", "budget": {"epsilon": 1.0, "delta": 1e-6}, "neighbouring": "add_remove"}, 0.0)
         eps = 0.0
@@ -64,6 +63,6 @@ def ledger():
             add("release", {"charge_seq": len(records) - 1, "plugin": "session", "mechanism": "laplace",
                             "label": label, "output": [10.0 + i] * width if width else 10.0 + i}, eps)
         add("close", {"status": "FINISHED", "charges": n_releases}, eps)
-        return records, spent, remaining
+        return records, spent
 
     return make

@@ -9,7 +9,6 @@ import pytest
 from dpaudit.errors import InvalidParameter
 from dpaudit.tracking.entities import (
     MAX_SUMMARY_LENGTH,
-    REMAINING_KEY,
     SPENT_KEY,
     confidential_key_set,
     public_metric_entities,
@@ -19,35 +18,34 @@ from dpaudit.tracking.entities import (
 
 
 def test_entities_are_deterministic_functions_of_the_record(ledger):
-    records, spent, remaining = ledger(2)
-    first = [record_entities(r, s, m) for r, s, m in zip(records, spent, remaining, strict=True)]
-    again = [record_entities(r, s, m) for r, s, m in zip(records, spent, remaining, strict=True)]
+    records, spent = ledger(2)
+    first = [record_entities(r, s) for r, s in zip(records, spent, strict=True)]
+    again = [record_entities(r, s) for r, s in zip(records, spent, strict=True)]
     assert first == again
     charge = first[1]
-    assert {(m.key, m.step, m.timestamp) for m in charge.metrics} == {
-        (SPENT_KEY, 1, int(records[1]["time"] * 1000)), (REMAINING_KEY, 1, int(records[1]["time"] * 1000))}
+    assert [(m.key, m.value, m.step, m.timestamp) for m in charge.metrics] == [
+        (SPENT_KEY, 0.01, 1, int(records[1]["time"] * 1000))]
     assert json.loads(charge.summary)["seq"] == 1
 
 
 def test_burn_down_points_only_where_the_budget_can_change(ledger):
-    records, spent, remaining = ledger(1)
-    kinds = {r["type"]: {m.key for m in record_entities(r, s, m).metrics}
-             for r, s, m in zip(records, spent, remaining, strict=True)}
-    assert kinds["open"] == kinds["charge"] == kinds["close"] == {SPENT_KEY, REMAINING_KEY}
+    records, spent = ledger(1)
+    kinds = {r["type"]: {m.key for m in record_entities(r, s).metrics} for r, s in zip(records, spent, strict=True)}
+    assert kinds["open"] == kinds["charge"] == kinds["close"] == {SPENT_KEY}
     assert kinds["release"] == {"release.mean"}
 
 
 def test_releases_have_no_summary_their_metric_is_their_public_content(ledger):
-    records, spent, remaining = ledger(1)
-    assert [record_entities(r, s, m).summary is None for r, s, m in zip(records, spent, remaining, strict=True)] == [
+    records, spent = ledger(1)
+    assert [record_entities(r, s).summary is None for r, s in zip(records, spent, strict=True)] == [
         False, False, True, False]
 
 
 def test_summary_keeps_the_whitelist_and_drops_everything_else(ledger):
-    records, _, _ = ledger(1)
+    records, _ = ledger(1)
     charge = dict(records[1])
     charge["body"] = {**charge["body"], "notes": "free text that is not whitelisted", "scratch": [1, 2, 3]}
-    summary = json.loads(record_entities(charge, 0.01, 0.99).summary)
+    summary = json.loads(record_entities(charge, 0.01).summary)
     assert summary == {"seq": 1, "type": "charge", "hash": charge["hash"], "plugin": "session", "mechanism": "laplace",
                        "bound_source": "pure", "event": {"kind": "laplace", "label": "mean", "epsilon": 0.01,
                                                          "sensitivity": 1.0, "formula": "count"}}
@@ -55,7 +53,7 @@ def test_summary_keeps_the_whitelist_and_drops_everything_else(ledger):
 
 @pytest.mark.parametrize("where", ["body", "nested", "list", "info", "case"])
 def test_a_confidential_key_anywhere_in_a_record_is_refused(ledger, where):
-    records, _, _ = ledger(1)
+    records, _ = ledger(1)
     record = dict(records[2])
     body = dict(record["body"])
     if where == "body":
@@ -70,15 +68,15 @@ def test_a_confidential_key_anywhere_in_a_record_is_refused(ledger, where):
         body["True_Score"] = 0.7
     record["body"] = body
     with pytest.raises(InvalidParameter, match="confidential key"):
-        record_entities(record, None, None)
+        record_entities(record, None)
 
 
 def test_extra_confidential_keys_are_refused_too(ledger):
-    records, _, _ = ledger(1)
+    records, _ = ledger(1)
     record = {**records[2], "body": {**records[2]["body"], "val_loss_exact": 0.1}}
-    record_entities(record, None, None)
+    record_entities(record, None)
     with pytest.raises(InvalidParameter, match="val_loss_exact"):
-        record_entities(record, None, None, confidential_key_set(["Val_Loss_Exact"]))
+        record_entities(record, None, confidential_key_set(["Val_Loss_Exact"]))
 
 
 def test_release_values_of_numbers_vectors_and_mappings():
@@ -94,9 +92,9 @@ def test_release_values_of_numbers_vectors_and_mappings():
 
 
 def test_an_oversized_summary_keeps_its_core_and_says_what_was_omitted(ledger):
-    records, _, _ = ledger(1)
+    records, _ = ledger(1)
     info = {**records[2], "type": "info", "body": {"plugin": "p", "label": "x" * 9000, "info": {"k": "y" * 9000}}}
-    text = record_entities(info, None, None).summary
+    text = record_entities(info, None).summary
     assert len(text) <= MAX_SUMMARY_LENGTH
     summary = json.loads(text)
     assert summary["plugin"] == "p" and len(summary["label"]) == 200 and "info" not in summary
@@ -106,15 +104,15 @@ def test_an_oversized_summary_keeps_its_core_and_says_what_was_omitted(ledger):
 @pytest.mark.parametrize("record_patch", [{"seq": -1}, {"seq": True}, {"type": "spend"}, {"time": float("inf")},
                                           {"body": []}])
 def test_malformed_records_are_refused(ledger, record_patch):
-    records, _, _ = ledger(0)
+    records, _ = ledger(0)
     with pytest.raises(InvalidParameter):
-        record_entities({**records[0], **record_patch}, 0.0, 1.0)
+        record_entities({**records[0], **record_patch}, 0.0)
 
 
 def test_non_finite_burn_down_is_refused(ledger):
-    records, _, _ = ledger(1)
+    records, _ = ledger(1)
     with pytest.raises(InvalidParameter, match="finite"):
-        record_entities(records[1], float("nan"), 1.0)
+        record_entities(records[1], float("nan"))
 
 
 @pytest.mark.parametrize("name", ["release.acc", "dpaudit.acc", "../acc", "a//b", "", "acc!", "true_score"])

@@ -14,7 +14,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from mlflow.utils.validation import MAX_METRICS_PER_BATCH, MAX_PARAMS_TAGS_PER_BATCH
 
 from dpaudit.errors import InvalidParameter, VerificationError
-from dpaudit.tracking import REMAINING_KEY, SPENT_KEY, MirrorError, MlflowMirror
+from dpaudit.tracking import SPENT_KEY, MirrorError, MlflowMirror
 from dpaudit.tracking.entities import LEDGER_TAG_PREFIX
 from dpaudit.tracking.mirror import MARK_TAGS
 
@@ -46,9 +46,9 @@ class Spy:
             raise ConnectionError("injected: response lost after the write")
 
 
-def _mirror_all(mirror, run_id, records, spent, remaining) -> None:
-    for record, s, r in zip(records, spent, remaining, strict=True):
-        mirror.record(run_id, record, s, r)
+def _mirror_all(mirror, run_id, records, spent) -> None:
+    for record, s in zip(records, spent, strict=True):
+        mirror.record(run_id, record, s)
 
 
 def _history_lengths(mirror, run_id) -> dict[str, int]:
@@ -57,7 +57,7 @@ def _history_lengths(mirror, run_id) -> dict[str, int]:
 
 
 def _expected_lengths(n_releases: int, label: str = "mean") -> dict[str, int]:
-    return {SPENT_KEY: n_releases + 2, REMAINING_KEY: n_releases + 2, f"release.{label}": n_releases}
+    return {SPENT_KEY: n_releases + 2, f"release.{label}": n_releases}
 
 
 def _summarised_seqs(mirror, run_id) -> list[int]:
@@ -93,12 +93,12 @@ def test_records_are_written_in_batches_within_the_limits(tracking_uri, monkeypa
     mirror = MlflowMirror(tracking_uri, experiment="mirror-tests", batch_size=50)
     run_id = mirror.start_run("batched", {}, {})
     spy = Spy(mirror.client, monkeypatch)
-    records, spent, remaining = ledger(60)                      # 122 records
-    _mirror_all(mirror, run_id, records[:49], spent[:49], remaining[:49])
+    records, spent = ledger(60)                                 # 122 records
+    _mirror_all(mirror, run_id, records[:49], spent[:49])
     assert spy.calls == []                                      # nothing written before the buffer is full
-    mirror.record(run_id, records[49], spent[49], remaining[49])
+    mirror.record(run_id, records[49], spent[49])
     assert len(spy.calls) == 1
-    _mirror_all(mirror, run_id, records[50:], spent[50:], remaining[50:])
+    _mirror_all(mirror, run_id, records[50:], spent[50:])
     mirror.flush()
     assert len(spy.calls) == 3                                  # 50 + 50 + 22 on flush
     for call in spy.calls:
@@ -111,17 +111,17 @@ def test_a_full_buffer_larger_than_one_call_is_split(tracking_uri, monkeypatch, 
     mirror = MlflowMirror(tracking_uri, experiment="mirror-tests")      # default batch size 200
     run_id = mirror.start_run("split", {}, {})
     spy = Spy(mirror.client, monkeypatch)
-    records, spent, remaining = ledger(100, width=60)           # 202 records; a release writes 60 metrics
-    _mirror_all(mirror, run_id, records, spent, remaining)
+    records, spent = ledger(100, width=60)                      # 202 records; a release writes 60 metrics
+    _mirror_all(mirror, run_id, records, spent)
     mirror.flush()
-    # 200 records fill the buffer: 6142 metrics in 7 calls (at most 1000 entities each); the last 2 records on flush.
-    assert len(spy.calls) == 8 and sum(c["metrics"] for c in spy.calls[:7]) == 2 + 99 * 62 + 2
-    assert spy.calls[-1]["metrics"] == 60 + 2
+    # 200 records fill the buffer: 6041 metrics in 7 calls (at most 1000 entities each); the last 2 records on flush.
+    assert len(spy.calls) == 8 and sum(c["metrics"] for c in spy.calls[:7]) == 1 + 99 * 61 + 1
+    assert spy.calls[-1]["metrics"] == 60 + 1
     for call in spy.calls:
         assert call["metrics"] + call["tags"] <= MAX_METRICS_PER_BATCH and call["tags"] <= MAX_PARAMS_TAGS_PER_BATCH
-    assert min(c["metrics"] + c["tags"] for c in spy.calls[:6]) > MAX_METRICS_PER_BATCH - 62   # calls are full
+    assert min(c["metrics"] + c["tags"] for c in spy.calls[:6]) > MAX_METRICS_PER_BATCH - 61   # calls are full
     lengths = _history_lengths(mirror, run_id)
-    assert lengths[SPENT_KEY] == lengths[REMAINING_KEY] == 102
+    assert lengths[SPENT_KEY] == 102
     assert {lengths[f"release.mean.{j}"] for j in range(60)} == {100}
     assert _summarised_seqs(mirror, run_id) == [r["seq"] for r in records if r["type"] != "release"]
 
@@ -129,8 +129,8 @@ def test_a_full_buffer_larger_than_one_call_is_split(tracking_uri, monkeypatch, 
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_a_retried_flush_after_a_failure_writes_no_duplicates(mirror, monkeypatch, ledger, when):
     run_id = mirror.start_run(f"retry-{when}", {}, {})
-    records, spent, remaining = ledger(10)
-    _mirror_all(mirror, run_id, records, spent, remaining)
+    records, spent = ledger(10)
+    _mirror_all(mirror, run_id, records, spent)
     spy = Spy(mirror.client, monkeypatch, fail=when)
     with pytest.raises(MirrorError, match="ledger is complete"):
         mirror.flush()
@@ -147,8 +147,8 @@ def test_a_retried_flush_after_a_failure_writes_no_duplicates(mirror, monkeypatc
 def test_a_call_applied_in_part_is_completed_without_duplicates(mirror, monkeypatch, ledger):
     """MLflow's SQL store commits a batch's metrics before its tags: fail in between, then retry."""
     run_id = mirror.start_run("partial", {}, {})
-    records, spent, remaining = ledger(10)
-    _mirror_all(mirror, run_id, records, spent, remaining)
+    records, spent = ledger(10)
+    _mirror_all(mirror, run_id, records, spent)
     store = mirror.client._tracking_client.store
     real_set_tags = store._set_tags
     state = {"failed": False}
@@ -173,27 +173,27 @@ def test_a_call_applied_in_part_is_completed_without_duplicates(mirror, monkeypa
 def test_resync_skips_what_the_high_water_mark_covers(tracking_uri, monkeypatch, ledger):
     first = MlflowMirror(tracking_uri, experiment="mirror-tests")
     run_id = first.start_run("resync", {}, {})
-    records, spent, remaining = ledger(20)                      # 42 records
-    _mirror_all(first, run_id, records[:15], spent[:15], remaining[:15])
+    records, spent = ledger(20)                                 # 42 records
+    _mirror_all(first, run_id, records[:15], spent[:15])
     first.flush()                                               # then the process dies
 
     restarted = MlflowMirror(tracking_uri, experiment="mirror-tests")
     spy = Spy(restarted.client, monkeypatch)
-    assert restarted.resync(run_id, records, spent, remaining=remaining) == len(records) - 15
+    assert restarted.resync(run_id, records, spent) == len(records) - 15
     assert sorted({s for steps in spy.steps for s in steps})[0] == 15
-    assert restarted.resync(run_id, records, spent, remaining=remaining) == 0
+    assert restarted.resync(run_id, records, spent) == 0
     assert len(spy.calls) == 1
     assert _history_lengths(restarted, run_id) == _expected_lengths(20)
     assert _summarised_seqs(restarted, run_id) == [r["seq"] for r in records if r["type"] != "release"]
     # A replayed record below the mark is skipped by record() as well.
-    restarted.record(run_id, records[3], spent[3], remaining[3])
+    restarted.record(run_id, records[3], spent[3])
     restarted.flush()
     assert len(spy.calls) == 1
 
 
 def test_resync_checks_its_inputs_before_writing(mirror, ledger):
     run_id = mirror.start_run("resync-bad", {}, {})
-    records, spent, _ = ledger(2)
+    records, spent = ledger(2)
     with pytest.raises(InvalidParameter, match="one spent"):
         mirror.resync(run_id, records, spent[:-1])
     bad = [*records[:-1], {**records[-1], "body": {"true_value": 1.0}}]
@@ -205,9 +205,9 @@ def test_resync_checks_its_inputs_before_writing(mirror, ledger):
 def test_an_unreachable_store_does_not_stop_recording_and_fails_loudly_at_the_end(tracking_uri, monkeypatch, ledger):
     mirror = MlflowMirror(tracking_uri, experiment="mirror-tests", batch_size=5)
     run_id = mirror.start_run("outage", {}, {})
-    records, spent, remaining = ledger(10)
+    records, spent = ledger(10)
     monkeypatch.setattr(mirror.client, "log_batch", _raise_connection_error)
-    _mirror_all(mirror, run_id, records, spent, remaining)     # the automatic flush failed, silently for now
+    _mirror_all(mirror, run_id, records, spent)     # the automatic flush failed, silently for now
     with pytest.raises(MirrorError, match="resync"):
         mirror.end_run(run_id)
     assert mirror.client.get_run(run_id).info.status == "RUNNING"
@@ -222,18 +222,18 @@ def _raise_connection_error(*args, **kwargs):
 
 def test_no_raw_values_reach_the_main_run(mirror, ledger):
     run_id = mirror.start_run("no-raw", {}, {})
-    records, spent, remaining = ledger(3)
-    _mirror_all(mirror, run_id, records, spent, remaining)
+    records, spent = ledger(3)
+    _mirror_all(mirror, run_id, records, spent)
     leaking = {**records[4], "seq": 100, "body": {**records[4]["body"], "true_value": 12.25}}
     with pytest.raises(InvalidParameter, match="true_value"):
-        mirror.record(run_id, leaking, 0.0, 1.0)
+        mirror.record(run_id, leaking, 0.0)
     with pytest.raises(InvalidParameter, match="true_score"):
         mirror.log_public_metrics(run_id, {"true_score": 0.7}, 0)
     with pytest.raises(InvalidParameter, match="true_utility"):
         mirror.start_run("no-raw-params", params={"true_utility": "0.3"}, tags={})
     mirror.end_run(run_id)
     run = mirror.client.get_run(run_id)
-    assert set(run.data.metrics) == {SPENT_KEY, REMAINING_KEY, "release.mean"}
+    assert set(run.data.metrics) == {SPENT_KEY, "release.mean"}
     everything = json.dumps([run.data.tags, run.data.params, run.data.metrics])
     assert "true_value" not in everything and "12.25" not in everything
     assert [v for k, v in run.data.tags.items() if k.startswith("dpaudit.ledger.")] != []
