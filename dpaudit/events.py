@@ -6,11 +6,15 @@ with its derivation, and the assumptions its guarantee rests on. Accountants com
 them; ``dpaudit verify`` re-reads them.
 
 DP-SGD steps are one event with a ``steps`` count, not one event per step; :class:`SelfComposedEvent` and
-:class:`ComposedEvent` describe k-fold and heterogeneous composition.
+:class:`ComposedEvent` describe k-fold and heterogeneous composition. :class:`RepeatAndSelectEvent` (a random
+number of repetitions of a base event, only the best output released) is not a composition: accountants treat it
+as one unit (:meth:`PrivacyEvent.accounting_units`), while :meth:`PrivacyEvent.leaves` still lists its base's
+leaves for the checks that inspect sensitivities, relations and assumptions.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -61,7 +65,16 @@ class PrivacyEvent:
         return cls(**kwargs)
 
     def leaves(self) -> Iterator[tuple[LeafEvent, int]]:
-        """Yield (leaf event, multiplicity) pairs; a leaf's own ``steps`` count is not folded in."""
+        """Yield (leaf event, multiplicity) pairs; a leaf's own ``steps`` count is not folded in.
+
+        For inspection (relations, sensitivities, assumptions), not for accounting: a
+        :class:`RepeatAndSelectEvent` yields its base's leaves although it is not their composition.
+        """
+        raise NotImplementedError
+
+    def accounting_units(self) -> Iterator[tuple[PrivacyEvent, int]]:
+        """Yield (unit, multiplicity): what accountants compose. A unit is a :class:`LeafEvent` or a
+        :class:`RepeatAndSelectEvent` (whose privacy is a function of its whole base, not of its leaves)."""
         raise NotImplementedError
 
 
@@ -108,18 +121,25 @@ class LeafEvent(PrivacyEvent):
     assumptions: tuple[Assumption, ...] = field(default=())
 
     required_norm: ClassVar[Norm] = Norm.L1
+    #: the mechanism compares or scores real-valued queries, so a one-dimensional (``abs``) sensitivity applies
+    scalar_query: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "neighbouring", Neighbouring(self.neighbouring))
         object.__setattr__(self, "assumptions", tuple(self.assumptions))
         if not isinstance(self.sensitivity, Sensitivity):
             raise InvalidParameter(f"sensitivity must be a Sensitivity, got {type(self.sensitivity).__name__}")
-        if self.sensitivity.norm is not self.required_norm:
+        scalar = self.scalar_query or getattr(self, "dimension", 0) == 1
+        one_dimensional = self.sensitivity.norm is Norm.ABS and scalar
+        if self.sensitivity.norm is not self.required_norm and not one_dimensional:
             raise InvalidParameter(
                 f"{self.kind} needs an {self.required_norm.value} sensitivity, got {self.sensitivity.norm.value}"
             )
 
     def leaves(self) -> Iterator[tuple[LeafEvent, int]]:
+        yield self, 1
+
+    def accounting_units(self) -> Iterator[tuple[PrivacyEvent, int]]:
         yield self, 1
 
     def all_assumptions(self) -> tuple[Assumption, ...]:
@@ -191,6 +211,7 @@ class ExponentialEvent(LeafEvent):
     """
 
     kind: ClassVar[str] = "exponential"
+    scalar_query: ClassVar[bool] = True
     epsilon: float
     n_candidates: int
     monotone: bool = False
@@ -217,6 +238,7 @@ class AboveThresholdEvent(LeafEvent):
     """
 
     kind: ClassVar[str] = "above_threshold"
+    scalar_query: ClassVar[bool] = True
     epsilon: float
     threshold_scale: float
     query_scale: float
@@ -300,6 +322,10 @@ class ComposedEvent(PrivacyEvent):
         for e in self.events:
             yield from e.leaves()
 
+    def accounting_units(self) -> Iterator[tuple[PrivacyEvent, int]]:
+        for e in self.events:
+            yield from e.accounting_units()
+
 
 @_register
 @dataclass(frozen=True, kw_only=True)
@@ -318,6 +344,97 @@ class SelfComposedEvent(PrivacyEvent):
     def leaves(self) -> Iterator[tuple[LeafEvent, int]]:
         for leaf, k in self.event.leaves():
             yield leaf, k * self.count
+
+    def accounting_units(self) -> Iterator[tuple[PrivacyEvent, int]]:
+        for unit, k in self.event.accounting_units():
+            yield unit, k * self.count
+
+
+#: The laws of the number of repetitions K that :class:`RepeatAndSelectEvent` supports, with their parameters.
+REPETITION_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
+    "geometric": ("gamma",),
+    "truncated_negative_binomial": ("eta", "gamma"),
+    "poisson": ("mu",),
+}
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
+class RepeatAndSelectEvent(PrivacyEvent):
+    """Run ``event`` K times with a random K, release only the best output (by a public total order).
+
+    K is drawn independently of the data from one of (Papernot & Steinke 2022, Sec. 2 and 3.4; Liu & Talwar 2019):
+
+    * ``"geometric"``: P(K = k) = γ(1 − γ)^{k−1}, k ≥ 1 (Liu & Talwar's random stopping; = TNB with η = 1);
+    * ``"truncated_negative_binomial"``: P(K = k) = (1 − γ)^k / (γ^{−η} − 1) · Π_{ℓ=0}^{k−1} (ℓ + η)/(ℓ + 1),
+      k ≥ 1, for η > 0; the logarithmic law P(K = k) = (1 − γ)^k / (k · ln(1/γ)) for η = 0 (P&S Def. 1);
+    * ``"poisson"``: P(K = k) = e^{−μ} μ^k / k!, k ≥ 0 (K = 0 releases nothing).
+
+    Neither K nor any output but the best may be released: the bound covers the best output alone (revealing K
+    reveals which mixture component produced the output, and the loss of best-of-k grows with k).
+
+    Attributes:
+        event: the base event (one full run, e.g. a DP-SGD training).
+        distribution: a key of :data:`REPETITION_DISTRIBUTIONS`.
+        gamma: γ ∈ (0, 1) (geometric, truncated negative binomial).
+        eta: η ≥ 0 (truncated negative binomial; dp_accounting's ``shape``). Papernot & Steinke allow η > −1;
+            η < 0 is refused because no independent implementation can recheck it.
+        mu: μ ≥ 1 (Poisson; the mean, as dp_accounting requires).
+        label: public description of what is repeated and selected.
+    """
+
+    kind: ClassVar[str] = "repeat_and_select"
+    event: PrivacyEvent
+    distribution: str
+    gamma: float | None = None
+    eta: float | None = None
+    mu: float | None = None
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.event, PrivacyEvent):
+            raise InvalidParameter("repeat-and-select needs a base event")
+        needed = REPETITION_DISTRIBUTIONS.get(self.distribution)
+        if needed is None:
+            raise InvalidParameter(f"unknown repetition distribution {self.distribution!r}; known: "
+                                   f"{sorted(REPETITION_DISTRIBUTIONS)}")
+        for name in ("gamma", "eta", "mu"):
+            value = getattr(self, name)
+            if (value is None) == (name in needed):
+                raise InvalidParameter(f"the {self.distribution} law {'needs' if value is None else 'takes no'} "
+                                       f"parameter {name}")
+        if self.gamma is not None:
+            gamma = check_probability("gamma", self.gamma)
+            if gamma == 1.0:
+                raise InvalidParameter("gamma must lie in (0, 1) (Papernot & Steinke 2022, Thm. 2)")
+        if self.eta is not None:
+            eta = _finite("eta", self.eta)
+            if eta < 0:
+                raise InvalidParameter(f"eta must be >= 0, got {self.eta!r}")
+        if self.mu is not None and _finite("mu", self.mu) < 1:
+            raise InvalidParameter(f"mu must be >= 1, got {self.mu!r}")
+        neighbouring_of(self.event)  # one relation, at least one leaf
+
+    @property
+    def neighbouring(self) -> Neighbouring:
+        """The base event's neighbouring relation."""
+        return neighbouring_of(self.event)
+
+    def parameters(self) -> dict[str, float]:
+        """The law's parameters by name, e.g. ``{"gamma": 0.1}``."""
+        return {name: float(getattr(self, name)) for name in REPETITION_DISTRIBUTIONS[self.distribution]}
+
+    def leaves(self) -> Iterator[tuple[LeafEvent, int]]:
+        yield from self.event.leaves()
+
+    def accounting_units(self) -> Iterator[tuple[PrivacyEvent, int]]:
+        yield self, 1
+
+
+def _finite(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidParameter(f"{name} must be a finite number, got {value!r}")
+    return float(value)
 
 
 def neighbouring_of(event: PrivacyEvent) -> Neighbouring:

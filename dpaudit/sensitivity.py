@@ -32,10 +32,15 @@ class Neighbouring(str, Enum):
 
 
 class Norm(str, Enum):
-    """Norm in which a sensitivity is measured."""
+    """Norm in which a sensitivity is measured.
+
+    ``abs``: the sensitivity of a real-valued (one-dimensional) query, sup |f(D) − f(D')|, which is its L1 and its
+    L2 sensitivity alike; it serves one-dimensional releases of either kind.
+    """
 
     L1 = "l1"
     L2 = "l2"
+    ABS = "abs"
 
 
 @dataclass(frozen=True)
@@ -218,11 +223,11 @@ def _clipped_sum(inputs: Mapping[str, Any], nb: Neighbouring) -> float:
 
 for _f in (
     Formula("bounded_sum", "sum of values clipped to [lower, upper]", "Dwork & Roth 2014, Sec. 3.3, Def. 3.1",
-            Norm.L1, _bounded_sum),
+            Norm.ABS, _bounded_sum),
     Formula("count", "number of records satisfying a public predicate", "Dwork & Roth 2014, Sec. 3.3, Example 3.1",
-            Norm.L1, _count),
+            Norm.ABS, _count),
     Formula("bounded_mean", "mean of n values clipped to [lower, upper], n public (replace-one only)",
-            "Dwork & Roth 2014, Sec. 3.3", Norm.L1, _bounded_mean),
+            "Dwork & Roth 2014, Sec. 3.3", Norm.ABS, _bounded_mean),
     Formula("clipped_gradient_sum", "sum of per-example gradients clipped to L2 norm clip_norm",
             "Abadi et al. 2016, Alg. 1; Ponomareva et al. 2023 (How to DP-fy ML), Sec. 5.2", Norm.L2, _clipped_sum),
 ):

@@ -18,7 +18,8 @@ GRID = 1.0 / 1024
 
 def laplace(epsilon: float, neighbouring: str = "add_remove", dimension: int = 1) -> LaplaceEvent:
     """A count released with discrete Laplace noise whose privacy map is exactly ``epsilon`` (up to rounding)."""
-    sens = from_formula("count", neighbouring)
+    sens = (from_formula("count", neighbouring) if dimension == 1
+            else declared(1.0, "l1", "a histogram of disjoint counts: one record changes one count by 1"))
     delta_grid = grid_sensitivity(sens.value, GRID, dimension, "l1")
     return LaplaceEvent(neighbouring=neighbouring, sensitivity=sens, epsilon=epsilon,
                         scale=delta_grid * GRID / epsilon, grid=GRID, dimension=dimension)
