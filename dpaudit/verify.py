@@ -31,6 +31,7 @@ from dpaudit.events import AboveThresholdEvent, GaussianEvent, LaplaceEvent, Lea
 from dpaudit.ledger import Record, read_records, verify_chain
 from dpaudit.mechanisms.calibration import gaussian_event_delta
 from dpaudit.privacy_maps import above_threshold_epsilon, laplace_epsilon
+from dpaudit.progress import progress
 from dpaudit.signing import key_fingerprint, verify_signature
 
 #: relative slack for float comparisons of recomputed values (rounding in the last bits, nothing more)
@@ -160,7 +161,7 @@ def _check_charges(report: VerificationReport, records: list[Record], charges: l
     relation = records[0].body.get("neighbouring")
     problems: list[str] = []
     recomputed = declared = 0
-    for seq, event in charges:
+    for seq, event in progress(charges, "verifying charges", total=len(charges)):
         for leaf, _ in event.leaves():
             assert isinstance(leaf, LeafEvent)
             if leaf.neighbouring.value != relation:
