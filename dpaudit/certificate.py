@@ -59,9 +59,9 @@ def charged_events(records: Sequence[Record]) -> list[tuple[int, PrivacyEvent]]:
 
 def collect_assumptions(charges: Sequence[tuple[int, PrivacyEvent]]) -> list[dict[str, Any]]:
     """Every assumption any charge rests on, once each, with the charge seqs that rely on it."""
-    found: dict[tuple[str, str], tuple[Assumption, list[int]]] = {}
-    for a in (FIXED_PARAMETERS,):
-        found[(a.id, a.statement)] = (a, [seq for seq, _ in charges])
+    found: dict[tuple[str, str], tuple[Assumption, list[int]]] = {
+        (FIXED_PARAMETERS.id, FIXED_PARAMETERS.statement): (FIXED_PARAMETERS, [seq for seq, _ in charges]),
+    }
     for seq, event in charges:
         for leaf, _ in event.leaves():
             assert isinstance(leaf, LeafEvent)
