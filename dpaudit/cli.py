@@ -101,6 +101,54 @@ def account_dpsgd(sample_rate: float, noise_multiplier: float, steps: int, delta
                    f"add/remove neighbours, Poisson sampling)")
 
 
+@main.command("run")
+@click.argument("plugin")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="JSON object of the plugin's configuration (default: the plugin's smoke configuration).")
+@click.option("--epsilon", type=float, required=True, help="Session budget ε, fixed before any data is touched.")
+@click.option("--delta", type=float, required=True, help="Session budget δ.")
+@click.option("--name", default=None, help="Run name (default: the plugin name).")
+@click.option("--seed", type=int, default=None, help="Seeded randomness (reproducible, NOT FOR RELEASE).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: run id, paths, claim, results.")
+@click.pass_obj
+def run_plugin(obj: dict, plugin: str, config_path: Path | None, epsilon: float, delta: float, name: str | None,
+               seed: int | None, as_json: bool) -> None:
+    """Run PLUGIN inside an audited session with budget (EPSILON, DELTA) and certify it."""
+    from dpaudit.mechanisms.randomness import SeededRandom
+    from dpaudit.registry import get_plugin
+    from dpaudit.session import Session
+
+    try:
+        found = get_plugin(plugin)
+        config = dict(found.smoke_config) if config_path is None else _read_config(config_path)
+        with Session(epsilon=epsilon, delta=delta, name=name or found.name, protected=found.protected or
+                     ("private data set",), public=found.public, rng=SeededRandom(seed) if seed is not None else None,
+                     store=obj["store"], tracking_uri=obj["tracking_uri"]) as session:
+            session.register_plugin(found.name, found.version)
+            results = found.run(session, config)
+    except DPAuditError as exc:
+        _fail(exc)
+    certificate = session.close()
+    out = {"run_id": session.run_id, "run_dir": str(session.run_dir), "certificate": str(session.certificate_path),
+           "ledger": str(session.ledger_path), "claim": certificate["claim"], "results": results}
+    if as_json:
+        click.echo(json.dumps(out, default=str))
+    else:
+        click.echo(f"{found.name}: {certificate['guarantee']}\nrun folder {session.run_dir}")
+        for key, value in results.items():
+            click.echo(f"  {key}: {value}")
+
+
+def _read_config(path: Path) -> dict:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidParameter(f"cannot read config {path}: {exc}") from exc
+    if not isinstance(config, dict):
+        raise InvalidParameter(f"config {path} must hold a JSON object, got {type(config).__name__}")
+    return config
+
+
 @main.command()
 @click.argument("run")
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json", "html"]), default="text",

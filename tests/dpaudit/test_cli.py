@@ -96,3 +96,33 @@ def test_unreadable_ledger_is_reported_not_crashed(run_dir):
     (run_dir / "ledger.jsonl").write_bytes(b"\xff\xfe\x00garbage")
     result = CliRunner().invoke(main, ["verify", str(run_dir)])
     assert result.exit_code in (1, 2) and "Traceback" not in result.output
+
+
+def test_run_plugin_with_smoke_config_certifies(tmp_path):
+    result = invoke("--store", str(tmp_path / "runs"), "run", "opacus-training", "--epsilon", "5", "--delta", "1e-5",
+                    "--seed", "3", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output.strip().splitlines()[-1])
+    assert 0 < out["claim"]["epsilon"] <= 5
+    assert invoke("verify", out["run_dir"], "--allow-not-for-release").exit_code == 0
+
+
+@pytest.mark.parametrize(("content", "message"), [("{not json", "cannot read config"), ("[1, 2]", "JSON object"),
+                                                  ('{"epochz": 1}', "unknown")])
+def test_run_plugin_malformed_config_exits_2(tmp_path, content, message):
+    config = tmp_path / "config.json"
+    config.write_text(content)
+    result = CliRunner().invoke(main, ["--store", str(tmp_path / "runs"), "run", "opacus-training", "--config",
+                                       str(config), "--epsilon", "1", "--delta", "1e-5"])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_run_unknown_plugin_exits_2(tmp_path):
+    result = CliRunner().invoke(main, ["run", "no-such-plugin", "--epsilon", "1", "--delta", "1e-5"])
+    assert result.exit_code == 2 and "unknown plugin" in result.output
+
+
+def test_run_plugin_over_budget_exits_1_and_still_certifies_nothing_spent(tmp_path):
+    result = CliRunner().invoke(main, ["--store", str(tmp_path / "runs"), "run", "opacus-training", "--epsilon",
+                                       "0.01", "--delta", "1e-5", "--seed", "1"])
+    assert result.exit_code == 1 and "budget" in result.output
