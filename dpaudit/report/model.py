@@ -71,7 +71,9 @@ def build_report(run_dir: Path) -> dict[str, Any]:
                                                               "charges": 0, "releases": 0, "declared_epsilon": 0.0})
         g["charges"] += 1
         g["releases"] += e["releases"]
-        g["declared_epsilon"] += float(e["parameters"].get("epsilon", 0.0)) * e["multiplicity"]
+        declared = e["parameters"].get("epsilon")
+        g["declared_epsilon"] = (None if declared is None or g["declared_epsilon"] is None
+                                 else g["declared_epsilon"] + float(declared) * e["multiplicity"])
     return {
         "run": {"name": opened["name"], "run_dir": str(run_dir), "closed": certificate is not None,
                 "records": len(records)},

@@ -24,13 +24,14 @@ def _claim_line(report: dict[str, Any]) -> str:
 
 def _rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     head = ["plugin", "mechanism", "charges", "releases", "sum of declared ε"]
-    rows = [[g["plugin"], g["mechanism"], str(g["charges"]), str(g["releases"]), f"{g['declared_epsilon']:.4g}"]
+    rows = [[g["plugin"], g["mechanism"], str(g["charges"]), str(g["releases"]),
+             "n/a (no per-event ε)" if g["declared_epsilon"] is None else f"{g['declared_epsilon']:.4g}"]
             for g in report["groups"]]
     return head, rows
 
 
 def _event_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    head = ["seq", "plugin", "mechanism", "label", "parameters", "sensitivity", "cumulative ε"]
+    head = ["seq", "plugin", "mechanism", "label", "parameters", "sensitivity", "filter bound ε"]
     rows = []
     for e in report["events"]:
         params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in e["parameters"].items())
@@ -38,6 +39,11 @@ def _event_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         rows.append([str(e["seq"]), e["plugin"], e["mechanism"], e["label"], params,
                      f"{s['value']:.4g} ({s['norm']}, {s['formula']})", f"{e['epsilon_spent']:.6g}"])
     return head, rows
+
+
+FILTER_NOTE = ("'filter bound ε' is the budget filter's upper bound on the composed ε after each charge (the fastest "
+               "sound accountant that admitted it, often RDP); the claim above is the session's accountant on all "
+               "charges, which is never larger.")
 
 
 def render_text(report: dict[str, Any]) -> str:
@@ -52,7 +58,7 @@ def render_text(report: dict[str, Any]) -> str:
         lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
         lines.extend("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
         lines.append("")
-    lines.append("Assumptions")
+    lines += [FILTER_NOTE, "", "Assumptions"]
     for a in report["assumptions"]:
         lines.append(f"  [{'conditional' if a['conditional'] else 'enforced'}] {a['id']}: {a['statement']}")
     return "\n".join(lines) + "\n"
@@ -71,7 +77,7 @@ def render_markdown(report: dict[str, Any]) -> str:
              f"- Protected data: {', '.join(report['protected'])}",
              f"- Public data: {', '.join(report['public']) or 'none'}",
              f"- {_claim_line(report)}", "", "## By plugin and mechanism", "", _md_table(*_rows(report)), "",
-             "## Events (cumulative ε is the filter's upper bound after each charge)", "",
+             "## Events", "", FILTER_NOTE, "",
              _md_table(*_event_rows(report)), "", "## Assumptions", ""]
     parts += [f"- **{a['id']}** ({'conditional' if a['conditional'] else 'enforced'}): {a['statement']}"
               for a in report["assumptions"]]
@@ -98,7 +104,7 @@ def render_html(report: dict[str, Any]) -> str:
                     for i, p in enumerate(points))
     chart = (f'<svg width="{width}" height="{height}" style="border:1px solid #999">'
              f'<polyline fill="none" stroke="#c33" stroke-width="2" points="{poly}"/></svg>'
-             f"<p>cumulative ε (upper bound) per charge; top edge = budget ε = {budget:g}</p>")
+             f"<p>{html.escape(FILTER_NOTE)} Top edge = budget ε = {budget:g}.</p>")
     assumptions = "".join(f"<li><b>{html.escape(a['id'])}</b> ({'conditional' if a['conditional'] else 'enforced'})"
                           f": {html.escape(a['statement'])}</li>" for a in report["assumptions"])
     cert = html.escape(json.dumps(report["certificate"], indent=2)) if report["certificate"] else "none"
