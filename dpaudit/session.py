@@ -37,6 +37,7 @@ from dpaudit.events import (
     GaussianEvent,
     LaplaceEvent,
     PrivacyEvent,
+    RepeatAndSelectEvent,
     SelfComposedEvent,
     neighbouring_of,
 )
@@ -46,6 +47,7 @@ from dpaudit.mechanisms.above_threshold import AboveThreshold
 from dpaudit.mechanisms.additive import release_gaussian, release_laplace
 from dpaudit.mechanisms.exponential import sample_exponential
 from dpaudit.mechanisms.randomness import RandomSource, SecureRandom
+from dpaudit.mechanisms.repetitions import sample_repetitions
 from dpaudit.provenance import code_version, dpaudit_version
 from dpaudit.sensitivity import Neighbouring, Norm, Sensitivity, declared
 from dpaudit.signing import load_or_create_key
@@ -263,6 +265,10 @@ class Session:
             self._mirror_record(record)
         return charge
 
+    def holds(self, charge: Charge) -> bool:
+        """Whether ``charge`` was made by this (open) session."""
+        return not self._closed and self._charges.get(charge.seq) is charge
+
     def record_release(self, charge: Charge, output: Any) -> None:
         """Write the ``release`` record of a charged event's (noisy, public) output, fsynced, before returning it."""
         self._check_open()
@@ -385,6 +391,44 @@ class Session:
         event = leaf if rounds == 1 else SelfComposedEvent(event=leaf, count=rounds)
         return AboveThresholdRounds(self, self.charge(event, plugin=plugin, mechanism="above_threshold"), leaf,
                                     rounds)
+
+    def repeat_and_select(self, base_event: PrivacyEvent, distribution: str, params: Mapping[str, float], *,
+                          plugin: str, label: str = "") -> tuple[Charge, int]:
+        """Charge a repeat-and-select of ``base_event``, then draw the number of repetitions K (exactly).
+
+        The :class:`~dpaudit.events.RepeatAndSelectEvent` is charged before K is drawn and before any repetition
+        runs. The caller then runs K repetitions of a mechanism whose privacy is dominated by ``base_event``,
+        charging nothing else for them, and releases (``record_release`` on the returned charge) only the best
+        output under a fixed public total order; for the Poisson law K may be 0 (release that nothing was chosen).
+
+        K is returned but **never recorded**: Papernot & Steinke's and Liu & Talwar's bounds cover the best output
+        alone. Revealing K (or any non-selected output, or anything whose size or count grows with K) is not
+        covered: given K = k the best of k runs of an ε-DP mechanism can have privacy loss kε.
+
+        Args:
+            base_event: one full run (e.g. a DP-SGD training's event).
+            distribution: ``"geometric"``, ``"truncated_negative_binomial"`` (whole η ≥ 1 for sampling) or
+                ``"poisson"``.
+            params: the law's parameters (``{"gamma": γ}``, ``{"eta": η, "gamma": γ}`` or ``{"mu": μ}``).
+            plugin: the charging plugin's name.
+            label: public description.
+
+        Returns:
+            (the charge, K).
+
+        Raises:
+            InvalidParameter: bad law parameters, or a law without an exact sampler (checked before charging).
+            BudgetExceeded: the budget cannot pay for it (nothing is charged, K is not drawn).
+        """
+        unknown = set(params) - {"gamma", "eta", "mu"}
+        if unknown:
+            raise InvalidParameter(f"unknown repetition parameters {sorted(unknown)}")
+        event = RepeatAndSelectEvent(event=base_event, distribution=distribution, label=label,
+                                     **{k: float(v) for k, v in params.items()})
+        if distribution == "truncated_negative_binomial" and not (event.eta >= 1 and float(event.eta).is_integer()):
+            raise InvalidParameter(f"K ~ TNB(eta={event.eta}) has no exact sampler here: use a whole eta >= 1")
+        charge = self.charge(event, plugin=plugin, mechanism="repeat_and_select")
+        return charge, sample_repetitions(distribution, event.parameters(), self.rng)
 
     # --- closing ----------------------------------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ privacy"), Thm. 3.5, third bound: for any δ' ∈ (0, 1], the adaptive compositi
 It sharpens Dwork, Rothblum & Vadhan 2010 (Thm. III.3, mean term ε_i(e^{ε_i} − 1)) by bounding the mean privacy
 loss by the KL divergence of randomized response, ε tanh(ε/2) ≤ ε(e^ε − 1); the deviation term is Azuma's
 inequality for a privacy-loss martingale with increments in [−ε_i, ε_i]. Basic composition is also valid, so the
-accountant returns min(ε', Σ ε_i). The δ budget is split as δ' = δ − Σ δ_i.
+accountant returns min(ε', Σ ε_i). The δ budget is split as δ' = δ − Σ δ_i. Repeat-and-select events are
+refused (the basic and RDP accountants bound them).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import math
 
 from dpaudit.accounting.base import Accountant, DeltaUnreachable, package_versions
 from dpaudit.accounting.basic import approximate_dp_charge, charge_sums, unsupported_without_charge
-from dpaudit.accounting.charges import LeafSpec
+from dpaudit.accounting.charges import LeafSpec, RepeatSelectSpec
 
 
 def advanced_epsilon(charges: list[tuple[float, int]], delta_prime: float) -> float:
@@ -42,6 +43,8 @@ class AdvancedComposition(Accountant):
         return f"advanced/1 ({package_versions('dpaudit')})"
 
     def _unsupported_reason(self, counts: dict[LeafSpec, int]) -> str | None:
+        if any(isinstance(s, RepeatSelectSpec) for s in counts):
+            return "repeat-and-select is bounded by the rdp (Papernot & Steinke) and basic (Liu & Talwar) accountants"
         return unsupported_without_charge(counts)
 
     def _epsilon_for(self, counts: dict[LeafSpec, int], delta: float) -> float:

@@ -3,7 +3,9 @@
 Dwork, McSherry, Nissim & Smith 2006; for (ε, δ) and adaptive composition Dwork, Kenthapadi, McSherry, Mironov &
 Naor 2006 (Dwork & Roth 2014, Thm. 3.16). Each leaf is charged its pure-DP ε from the privacy map (Laplace,
 AboveThreshold, exponential: δ_i = 0) or, for the discrete Gaussian, the (ε, δ) it was calibrated for. Subsampled
-Gaussian steps declare no (ε, δ) charge and are refused.
+Gaussian steps declare no (ε, δ) charge and are refused. A repeat-and-select with a geometric number of runs of a
+pure ε-DP base is charged 3ε (Liu & Talwar 2019, Thm. 3.4); any other repeat-and-select is refused (its bound is
+an RDP statement, Papernot & Steinke 2022).
 """
 
 from __future__ import annotations
@@ -11,21 +13,38 @@ from __future__ import annotations
 import math
 
 from dpaudit.accounting.base import Accountant, DeltaUnreachable, package_versions
-from dpaudit.accounting.charges import DiscreteGaussianSpec, LeafSpec, PureSpec
+from dpaudit.accounting.charges import DiscreteGaussianSpec, LeafSpec, PureSpec, RepeatSelectSpec
+from dpaudit.accounting.repeat_select import liu_talwar_epsilon
+
+
+def _liu_talwar_charge(spec: RepeatSelectSpec) -> tuple[float, float] | None:
+    """(3ε, 0) when K is geometric and the base is pure ε-DP by basic composition (Liu & Talwar 2019, Thm. 3.4)."""
+    if not spec.is_geometric():
+        return None
+    charges = [(approximate_dp_charge(s), k) for s, k in spec.base]
+    if any(c is None or c[1] != 0.0 for c, _ in charges):
+        return None
+    return liu_talwar_epsilon(math.fsum(c[0] * k for c, k in charges)), 0.0
 
 
 def approximate_dp_charge(spec: LeafSpec) -> tuple[float, float] | None:
-    """The (ε, δ) charge of one application, or None for a leaf that declares none (subsampled Gaussians)."""
+    """The (ε, δ) charge of one application, or None for a leaf that declares none (subsampled Gaussians) and for a
+    repeat-and-select that Liu & Talwar's theorem does not cover."""
     if isinstance(spec, PureSpec):
         return spec.epsilon, 0.0
     if isinstance(spec, DiscreteGaussianSpec):
         return spec.declared_epsilon, spec.declared_delta
+    if isinstance(spec, RepeatSelectSpec):
+        return _liu_talwar_charge(spec)
     return None
 
 
 def unsupported_without_charge(counts: dict[LeafSpec, int]) -> str | None:
     """The refusal reason shared by the charge-based accountants."""
     for spec in counts:
+        if isinstance(spec, RepeatSelectSpec) and approximate_dp_charge(spec) is None:
+            return ("repeat-and-select has an (epsilon, 0) charge only for a geometric number of runs of a pure-DP "
+                    "base (Liu & Talwar 2019, Thm. 3.4); use rdp")
         if approximate_dp_charge(spec) is None:
             return f"{type(spec).__name__} declares no (epsilon, delta) charge; use rdp, pld or prv"
     return None

@@ -26,6 +26,7 @@ from dpaudit.events import (
     LeafEvent,
     PoissonSubsampledGaussianEvent,
     PrivacyEvent,
+    RepeatAndSelectEvent,
     SampledWithoutReplacementGaussianEvent,
     neighbouring_of,
 )
@@ -94,7 +95,33 @@ class WorGaussianSpec:
     noise_multiplier: float
 
 
-LeafSpec = PureSpec | DiscreteGaussianSpec | PoissonGaussianSpec | WorGaussianSpec
+@dataclass(frozen=True)
+class RepeatSelectSpec:
+    """One repeat-and-select (Papernot & Steinke 2022; Liu & Talwar 2019): the base's own tally and the law of K.
+
+    Attributes:
+        base: the base event's tally as (spec, count) pairs, in first-appearance order.
+        distribution: ``"geometric"``, ``"truncated_negative_binomial"`` or ``"poisson"``.
+        parameters: the law's parameters as sorted (name, value) pairs.
+    """
+
+    base: tuple[tuple[LeafSpec, int], ...]
+    distribution: str
+    parameters: tuple[tuple[str, float], ...]
+
+    def base_counts(self) -> dict[LeafSpec, int]:
+        return dict(self.base)
+
+    def parameter_map(self) -> dict[str, float]:
+        return dict(self.parameters)
+
+    def is_geometric(self) -> bool:
+        """K ~ Geometric(γ) on {1, 2, ...} (the geometric law, or the truncated negative binomial with η = 1)."""
+        return self.distribution == "geometric" or (
+            self.distribution == "truncated_negative_binomial" and self.parameter_map()["eta"] == 1.0)
+
+
+LeafSpec = PureSpec | DiscreteGaussianSpec | PoissonGaussianSpec | WorGaussianSpec | RepeatSelectSpec
 
 
 def _checked_map(name: str, mapped: float, declared: float) -> float:
@@ -105,13 +132,20 @@ def _checked_map(name: str, mapped: float, declared: float) -> float:
     return mapped
 
 
-def describe(leaf: LeafEvent) -> tuple[LeafSpec, int]:
-    """The spec of one leaf and the number of applications it stands for (its ``steps``, else 1).
+def describe(leaf: LeafEvent | RepeatAndSelectEvent) -> tuple[LeafSpec, int]:
+    """The spec of one accounting unit and the number of applications it stands for (its ``steps``, else 1).
+
+    A :class:`~dpaudit.events.RepeatAndSelectEvent` becomes one :class:`RepeatSelectSpec` holding its base's tally.
 
     Raises:
         UnsupportedEvent: an event kind no accountant here models.
         AccountingError: a pure-DP event whose privacy map exceeds its declared charge.
     """
+    if isinstance(leaf, RepeatAndSelectEvent):
+        relations: set[Neighbouring] = set()
+        base: dict[LeafSpec, int] = {}
+        _count((leaf.event,), relations, base)
+        return RepeatSelectSpec(tuple(base.items()), leaf.distribution, tuple(sorted(leaf.parameters().items()))), 1
     if isinstance(leaf, LaplaceEvent):
         eps = _checked_map("laplace", laplace_epsilon(leaf), leaf.epsilon)
         if leaf.dimension == 1:
@@ -134,9 +168,9 @@ def describe(leaf: LeafEvent) -> tuple[LeafSpec, int]:
 
 def _count(events: tuple[PrivacyEvent, ...], relations: set[Neighbouring], counts: dict[LeafSpec, int]) -> None:
     for event in events:
-        for leaf, multiplicity in event.leaves():
-            relations.add(leaf.neighbouring)
-            spec, applications = describe(leaf)
+        for unit, multiplicity in event.accounting_units():
+            relations.add(unit.neighbouring)  # type: ignore[attr-defined]  (leaves and repeat-and-select have one)
+            spec, applications = describe(unit)  # type: ignore[arg-type]
             counts[spec] = counts.get(spec, 0) + multiplicity * applications
 
 

@@ -17,8 +17,8 @@ Leaves modelled (``dp_accounting.pld.privacy_loss_distribution``):
   ⌈11.6σ⌉, dropping mass τ ≤ 1e-30 per release (its docstring, from Canonne et al.'s tail bound). A mechanism at
   total-variation distance T = Σ τ from the truncated one that is (ε, δ_t)-DP is (ε, δ_t + T(1 + e^ε))-DP, so ε
   is read at δ_t = δ(1 − 10⁻⁶) and the accountant checks T(1 + e^ε) ≤ 10⁻⁶·δ.
-* Multi-dimensional discrete Gaussian (the 1-D PLD does not cover an L2 ball in d > 1) and sampling without
-  replacement (no PLD in dp_accounting 0.6): unsupported.
+* Multi-dimensional discrete Gaussian (the 1-D PLD does not cover an L2 ball in d > 1), sampling without
+  replacement (no PLD in dp_accounting 0.6) and repeat-and-select (its bounds are RDP statements): unsupported.
 
 Discretisation: :data:`VALUE_DISCRETIZATION_INTERVAL` = 2·10⁻⁴ (10⁵ DP-SGD steps at q = 256/60000, σ = 1.1 take
 about 0.3 s with cold caches; 10⁻⁴ changes ε by about 0.01 %).
@@ -37,7 +37,7 @@ import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from dpaudit.accounting.base import Accountant, DeltaUnreachable, package_versions
-from dpaudit.accounting.charges import DiscreteGaussianSpec, LeafSpec, PoissonGaussianSpec, PureSpec
+from dpaudit.accounting.charges import DiscreteGaussianSpec, LeafSpec, PoissonGaussianSpec, PureSpec, RepeatSelectSpec
 from dpaudit.errors import AccountingError
 
 VALUE_DISCRETIZATION_INTERVAL = 2e-4
@@ -50,6 +50,8 @@ TRUNCATION_DELTA_SHARE = 1e-6
 def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True) -> str | None:
     """Why the PLD cannot bound this tally (None if it can); the optimistic estimate needs exact leaf PLDs."""
     for spec in counts:
+        if isinstance(spec, RepeatSelectSpec):
+            return "repeat-and-select has no PLD here (Papernot & Steinke's bounds are RDP; use rdp)"
         if isinstance(spec, DiscreteGaussianSpec) and (spec.dimension != 1 or not spec.sensitivity.is_integer()):
             return "the discrete Gaussian PLD covers one-dimensional releases only"
         if isinstance(spec, PureSpec) and spec.laplace_parameter is None and not pessimistic:

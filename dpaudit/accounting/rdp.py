@@ -15,6 +15,9 @@ Prop. 1). Curves:
   Viswanath 2015, Thm. 2.1; Rényi divergence obeys data processing); equals ε at α = ∞. The exponential
   mechanism is also ε-bounded-range, hence ε²/8-zCDP (Cesar & Rogers 2021, Lemma 3.2), so its curve is the
   minimum of the two.
+* Repeat-and-select (a random number of runs of a base event, the best released): Papernot & Steinke 2022,
+  Thm. 2 (truncated negative binomial, geometric) and Thm. 6 (Poisson), applied to the base's composed curve
+  (:mod:`dpaudit.accounting.repeat_select`). No pure-DP (α = ∞) value is claimed for it.
 
 Conversion to (ε, δ): Balle, Barthe, Gaboardi, Hsu & Sato 2020, Thm. 21 (= Canonne, Kamath & Steinke 2020,
 Prop. 12), the formula of Opacus 1.6's ``get_privacy_spent``:
@@ -40,9 +43,13 @@ from dpaudit.accounting.charges import (
     LeafSpec,
     PoissonGaussianSpec,
     PureSpec,
+    RepeatSelectSpec,
     WorGaussianSpec,
+    tally,
 )
-from dpaudit.errors import AccountingError
+from dpaudit.accounting.repeat_select import repeat_and_select_rdp
+from dpaudit.errors import AccountingError, UnsupportedEvent
+from dpaudit.events import PrivacyEvent
 
 #: Orders beyond Opacus's default grid, so that strongly private events (optimum at large α) are not cut off.
 LARGE_ORDERS: tuple[float, ...] = (64.0, 80.0, 96.0, 128.0, 192.0, 256.0, 384.0, 512.0, 768.0, 1024.0)
@@ -110,6 +117,8 @@ def rdp_curve(spec: LeafSpec) -> tuple[np.ndarray, float]:
     elif isinstance(spec, PoissonGaussianSpec):
         curve = _poisson_curve(spec)
         at_inf = math.inf
+    elif isinstance(spec, RepeatSelectSpec):
+        curve, at_inf = _repeat_select_curve(spec, None)
     else:
         curve = _wor_curve(spec)
         at_inf = math.inf
@@ -140,12 +149,34 @@ def rdp_to_epsilon(orders: np.ndarray, rdp: np.ndarray, epsilon_inf: float, delt
     return max(best, 0.0), best_order
 
 
-def composed_rdp(counts: dict[LeafSpec, int]) -> tuple[np.ndarray, float]:
-    """Σ k · curve and Σ k · ε_∞ over the tally (Mironov 2017, Prop. 1)."""
-    total = np.zeros(len(ORDERS))
+def _repeat_select_curve(spec: RepeatSelectSpec, mask: np.ndarray | None) -> tuple[np.ndarray, float]:
+    """Papernot & Steinke's bound on the orders ``ORDERS[mask]`` from the base's composed curve on those orders."""
+    base, base_inf = composed_rdp(spec.base_counts(), mask)
+    orders = _ORDERS if mask is None else _ORDERS[mask]
+    return repeat_and_select_rdp(orders, base, base_inf, spec.distribution, spec.parameter_map()), math.inf
+
+
+def _curve_on(spec: LeafSpec, mask: np.ndarray | None) -> tuple[np.ndarray, float]:
+    if mask is None:
+        return rdp_curve(spec)
+    if isinstance(spec, RepeatSelectSpec):  # its λ̂ minimum depends on which orders are available
+        return _repeat_select_curve(spec, mask)
+    curve, at_inf = rdp_curve(spec)
+    return curve[mask], at_inf
+
+
+def composed_rdp(counts: dict[LeafSpec, int], mask: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """Σ k · curve and Σ k · ε_∞ over the tally (Mironov 2017, Prop. 1).
+
+    Args:
+        counts: the tally.
+        mask: a boolean mask of :data:`ORDERS`: evaluate on ``ORDERS[mask]`` only, as if that were the grid (the
+            verifier's comparison on the integer orders). None: the whole grid.
+    """
+    total = np.zeros(len(ORDERS) if mask is None else int(np.count_nonzero(mask)))
     at_inf = 0.0
     for spec, k in counts.items():
-        curve, inf_value = rdp_curve(spec)
+        curve, inf_value = _curve_on(spec, mask)
         total += k * curve
         at_inf += k * inf_value
     return total, at_inf
@@ -169,3 +200,22 @@ class RdpAccountant(Accountant):
         """(ε, the order attaining it) for a tally; the order is ``inf`` when the pure-DP bound wins."""
         rdp, at_inf = composed_rdp(counts)
         return rdp_to_epsilon(_ORDERS, rdp, at_inf, delta)
+
+
+def rdp_dominated(event: PrivacyEvent, by: PrivacyEvent) -> bool:
+    """Whether ``event``'s RDP curve is at most ``by``'s at every order of :data:`ORDERS` and at α = ∞.
+
+    Then every RDP bound on the grid (and the pure-DP bound) that the accountants derive for ``by`` also holds for
+    ``event``, as does anything derived from those bounds alone (Papernot & Steinke's repeat-and-select bounds).
+
+    Raises:
+        UnsupportedEvent: an event the accountants cannot tally, or the two differ in neighbouring relation.
+    """
+    relation, counts = tally(event)
+    counts = dict(counts)  # tally's mapping is shared with its cache
+    by_relation, by_counts = tally(by)
+    if relation is not by_relation:
+        raise UnsupportedEvent(f"cannot compare a {relation.value} event with a {by_relation.value} one")
+    curve, at_inf = composed_rdp(counts)
+    by_curve, by_inf = composed_rdp(by_counts)
+    return bool(np.all(curve <= by_curve)) and at_inf <= by_inf

@@ -14,6 +14,11 @@ The order of operations is what makes the accounting sound:
    data-dependent stopping time.
 4. Only the model's digest is recorded as the release; metrics on public evaluation data are logged unnoised.
 
+Under an existing charge (``charge=``, a :class:`~dpaudit.events.RepeatAndSelectEvent` whose base event dominates
+this run's event in RDP at every order, :func:`~dpaudit.accounting.rdp.rdp_dominated`) step 2 is replaced by that
+check and the run writes nothing to the ledger (no charge, info, metrics or release): it is one repetition of a
+repeat-and-select, and only the caller's selected output may be released.
+
 Each step computes ``(Σ_{i∈batch} clip_C(∇ℓ_i) + N(0, σ²C² I)) / B`` (Opacus ``DPOptimizer``: flat clipping,
 ``loss_reduction="sum"`` per-example gradients, averaged by the *expected* batch size B, which is public, never
 by the realised Poisson batch size, which is not).
@@ -37,13 +42,14 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from dpaudit import canonical
+from dpaudit.accounting.rdp import rdp_dominated
 from dpaudit.errors import AccountingError, InvalidParameter, PluginError
-from dpaudit.events import PoissonSubsampledGaussianEvent
+from dpaudit.events import PoissonSubsampledGaussianEvent, PrivacyEvent, RepeatAndSelectEvent
 from dpaudit.sensitivity import Assumption, Neighbouring, from_formula
 from dpaudit.validation import check_count, check_positive
 
 if TYPE_CHECKING:
-    from dpaudit.session import Session
+    from dpaudit.session import Charge, Session
 
 PLUGIN_NAME = "opacus-training"
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
@@ -277,7 +283,7 @@ def train_private(session: Session, model: nn.Module, X: np.ndarray | torch.Tens
                   *, optimizer: str, lr: float, epochs: int, batch_size: int, max_grad_norm: float,
                   noise_multiplier: float, label: str,
                   public_eval: tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor] | None = None,
-                  ) -> TrainResult:
+                  charge: Charge | None = None) -> TrainResult:
     """Train ``model`` on the private (X, y) with DP-SGD / DP-Adam, charged to ``session`` before the first step.
 
     Poisson sampling at ``q = batch_size / len(X)`` (Abadi et al. 2016, Sec. 3.1 "lots"; Mironov, Talwar & Zhang
@@ -295,9 +301,11 @@ def train_private(session: Session, model: nn.Module, X: np.ndarray | torch.Tens
         noise_multiplier: σ (noise standard deviation σ·C on the gradient sum).
         label: public description recorded with the event.
         public_eval: optional PUBLIC evaluation data; its metrics are logged unnoised after each epoch.
+        charge: an existing repeat-and-select charge that covers this run (module docstring); nothing is charged
+            or written to the ledger. None: charge this run's own event.
 
     Raises:
-        InvalidParameter: bad data or hyperparameters.
+        InvalidParameter: bad data or hyperparameters; ``public_eval`` together with ``charge``.
         PluginError: the session is not add/remove or the model is incompatible with Opacus.
         BudgetExceeded: the session cannot pay for the N steps (nothing is trained).
     """
@@ -310,20 +318,21 @@ def train_private(session: Session, model: nn.Module, X: np.ndarray | torch.Tens
                           generator=_torch_generator(session, torch.device("cpu")))
     return train_private_loader(session, model, loader, optimizer=optimizer, lr=lr, epochs=epochs,
                                 max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier, label=label,
-                                public_eval=public_eval)
+                                public_eval=public_eval, charge=charge)
 
 
 def train_private_loader(session: Session, model: nn.Module, loader: DataLoader, *, optimizer: str, lr: float,
                          epochs: int, max_grad_norm: float, noise_multiplier: float, label: str,
                          public_eval: tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor] | None = None,
-                         ) -> TrainResult:
+                         charge: Charge | None = None) -> TrainResult:
     """:func:`train_private` for a caller-built loader, which must be an Opacus Poisson ``DPDataLoader``.
 
     The loader must yield ``(features, 0/1 labels)`` batches. Its sample rate q and ⌊1/q⌋ batches per epoch are
     read off its sampler; the expected batch size q·n is the gradient divisor.
 
     Raises:
-        PluginError: any other loader (its sampling cannot be accounted for), see :func:`plan_from_loader`.
+        PluginError: any other loader (its sampling cannot be accounted for), see :func:`plan_from_loader`; a
+            ``charge`` that does not cover this run.
     """
     plan = plan_from_loader(loader, epochs)
     check_positive("lr", lr)
@@ -340,6 +349,12 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
     if errors:
         raise PluginError(f"{PLUGIN_NAME}: model is not compatible with per-example clipping: {errors}")
     event = dp_sgd_event(plan, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, label=label)
+    if charge is not None:
+        if not session.holds(charge):
+            raise PluginError(f"{PLUGIN_NAME}: charge {charge.seq} was not made by this session")
+        check_covered(charge.event, event)
+        if public_eval is not None:
+            raise InvalidParameter("a repetition under a repeat-and-select charge logs nothing: pass no public_eval")
 
     gsm = GradSampleModule(model, batch_first=True, loss_reduction="sum", strict=True)
     try:
@@ -354,13 +369,20 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
             generator=_torch_generator(session, device),
             secure_mode=False,
         )
-        charge = session.charge(event, plugin=PLUGIN_NAME, mechanism=MECHANISMS[optimizer])
+        repetition = charge is not None
+        if charge is None:
+            charge = session.charge(event, plugin=PLUGIN_NAME, mechanism=MECHANISMS[optimizer])
         train_loss = _train_loop(session, gsm, dp_optimizer, loader, plan, public_eval)
     finally:
         trained = gsm.to_standard_module()
 
     digest = state_dict_sha256(trained)
     n_parameters = sum(p.numel() for p in trained.parameters() if p.requires_grad)
+    result = TrainResult(model=trained, steps=dp_optimizer.steps_taken, planned_steps=plan.steps,
+                         charge_seq=charge.seq, sample_rate=plan.sample_rate, model_sha256=digest,
+                         n_parameters=n_parameters, train_loss=train_loss)
+    if repetition:
+        return result
     session.record_info(PLUGIN_NAME, {
         "charge_seq": charge.seq,
         "mechanism": MECHANISMS[optimizer],
@@ -379,9 +401,20 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
         "device": str(device),
     })
     session.record_release(charge, {"model_sha256": digest, "n_parameters": n_parameters})
-    return TrainResult(model=trained, steps=dp_optimizer.steps_taken, planned_steps=plan.steps,
-                       charge_seq=charge.seq, sample_rate=plan.sample_rate, model_sha256=digest,
-                       n_parameters=n_parameters, train_loss=train_loss)
+    return result
+
+
+def check_covered(charged: PrivacyEvent, run: PoissonSubsampledGaussianEvent) -> None:
+    """Refuse to run ``run`` under ``charged`` unless ``charged`` is a repeat-and-select whose base dominates it.
+
+    Raises:
+        PluginError: ``charged`` is not a repeat-and-select, or its base does not dominate ``run`` in RDP.
+    """
+    if not isinstance(charged, RepeatAndSelectEvent):
+        raise PluginError(f"{PLUGIN_NAME}: only a repeat_and_select charge can cover a run, got {charged.kind}")
+    if not rdp_dominated(run, charged.event):
+        raise PluginError(f"{PLUGIN_NAME}: this run (q={run.sample_rate}, sigma={run.noise_multiplier}, "
+                          f"steps={run.steps}) is not dominated by the charged base event")
 
 
 def _train_loop(session: Session, gsm: GradSampleModule, dp_optimizer: CappedDPOptimizer, loader: DataLoader,

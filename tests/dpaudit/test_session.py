@@ -246,3 +246,50 @@ def test_above_threshold_rounds_refuse_past_the_cap(make_session):
     with pytest.raises(BudgetExceeded, match="rounds"):
         rounds.next_round(0.0)
     s.close()
+
+
+def _dpsgd(steps: int = 100) -> PoissonSubsampledGaussianEvent:
+    return PoissonSubsampledGaussianEvent(
+        neighbouring="add_remove", sensitivity=from_formula("clipped_gradient_sum", "add_remove", clip_norm=1.0),
+        sample_rate=0.01, noise_multiplier=1.0, steps=steps)
+
+
+def test_repeat_and_select_charges_before_drawing_k_and_never_records_k(make_session, monkeypatch):
+    """The charge record precedes the draw of K; K itself is written nowhere in the ledger."""
+    from dpaudit.events import RepeatAndSelectEvent
+
+    s = make_session(epsilon=10.0, delta=1e-5)
+    order = []
+    real_charge, real_draw = s.charge, s.rng.randbelow
+    monkeypatch.setattr(s, "charge", lambda e, **kw: (order.append("charge"), real_charge(e, **kw))[1])
+    monkeypatch.setattr(s.rng, "randbelow", lambda n: (order.append("draw"), real_draw(n))[1])
+    charge, k = s.repeat_and_select(_dpsgd(), "poisson", {"mu": 3.0}, plugin="test", label="best of K")
+    assert order[0] == "charge" and "draw" in order and isinstance(k, int) and k >= 0
+    assert isinstance(charge.event, RepeatAndSelectEvent) and charge.event.mu == 3.0
+    assert _types(s) == ["open", "charge"]
+    s.record_release(charge, {"selected": None})
+    s.close()
+    cert = json.loads(s.certificate_path.read_text())
+    assert cert["claim"]["attained_by"] == "rdp"
+
+
+def test_repeat_and_select_refusals_charge_nothing(make_session):
+    s = make_session(epsilon=0.01, delta=1e-5)
+    with pytest.raises(BudgetExceeded):
+        s.repeat_and_select(_dpsgd(), "geometric", {"gamma": 0.1}, plugin="test")
+    with pytest.raises(InvalidParameter, match="exact sampler"):
+        s.repeat_and_select(_dpsgd(), "truncated_negative_binomial", {"eta": 0.5, "gamma": 0.1}, plugin="test")
+    with pytest.raises(InvalidParameter):
+        s.repeat_and_select(_dpsgd(), "geometric", {"gamma": 0.1, "beta": 1.0}, plugin="test")
+    assert _types(s) == ["open"]
+    s.close()
+
+
+def test_repeat_and_select_k_follows_its_law(make_session):
+    """K from the session is the exact sampler's draw on the session's source (seeded: same K for the same seed)."""
+    draws = []
+    for _ in range(2):
+        s = make_session(epsilon=100.0, delta=1e-5, seed=3)
+        draws.append([s.repeat_and_select(_dpsgd(1), "geometric", {"gamma": 0.5}, plugin="t")[1] for _ in range(5)])
+        s.close()
+    assert draws[0] == draws[1] and all(k >= 1 for k in draws[0])

@@ -250,3 +250,50 @@ def test_noise_check_catches_an_optimizer_with_less_noise_than_charged(make_sess
 
     monkeypatch.setattr(training, "CappedDPOptimizer", HalfNoise)
     assert not _chi2_accepts(_weight_displacement_statistic(make_session))
+
+
+def _charged_repeat_and_select(session, base):
+    charge, _ = session.repeat_and_select(base, "geometric", {"gamma": 0.5}, plugin="test", label="t")
+    return charge
+
+
+def test_run_under_a_repeat_and_select_charge_writes_nothing(make_session, small):
+    """Under ``charge=`` the run charges nothing and writes no record (a repetition's output stays secret)."""
+    from plugins.opacus_training.candidates import Candidate, candidate_event
+
+    s = make_session()
+    base = candidate_event(Candidate(2.0, 1.0, 1.0, 1, 64), len(small.y_train), "base")
+    charge = _charged_repeat_and_select(s, base)
+    before = len(read_records(s.ledger_path)[0])
+    model = build_model("logreg", small.X_train.shape[1], 1)
+    result = train_private(s, model, small.X_train, small.y_train, epochs=1, batch_size=64, charge=charge,
+                           **{**HYPER, "max_grad_norm": 0.5})  # C varies freely: the noise is σ·C
+    assert result.charge_seq == charge.seq and result.steps == result.planned_steps
+    assert len(read_records(s.ledger_path)[0]) == before
+    with pytest.raises(InvalidParameter):
+        train_private(s, model, small.X_train, small.y_train, epochs=1, batch_size=64, charge=charge,
+                      public_eval=(small.X_test, small.y_test), **HYPER)
+    s.close()
+
+
+def test_a_charge_that_does_not_cover_the_run_is_refused(make_session, small):
+    from plugins.opacus_training.candidates import Candidate, candidate_event
+
+    s = make_session()
+    base = candidate_event(Candidate(2.0, 1.0, 1.0, 1, 64), len(small.y_train), "base")
+    charge = _charged_repeat_and_select(s, base)
+    model = build_model("logreg", small.X_train.shape[1], 1)
+    for bad in ({"epochs": 2, "batch_size": 64, "noise_multiplier": 1.0},   # more steps
+                {"epochs": 1, "batch_size": 64, "noise_multiplier": 0.9},   # less noise
+                {"epochs": 1, "batch_size": 128, "noise_multiplier": 1.0}):  # larger q
+        with pytest.raises(PluginError, match="not dominated"):
+            train_private(s, model, small.X_train, small.y_train, charge=charge,
+                          **{**HYPER, **bad})
+    plain = s.charge(base, plugin="test", mechanism="dp-sgd")
+    with pytest.raises(PluginError, match="repeat_and_select"):
+        train_private(s, model, small.X_train, small.y_train, epochs=1, batch_size=64, charge=plain, **HYPER)
+    other = make_session(name="other")
+    with pytest.raises(PluginError, match="not made by this session"):
+        train_private(other, model, small.X_train, small.y_train, epochs=1, batch_size=64, charge=charge, **HYPER)
+    other.close()
+    s.close()

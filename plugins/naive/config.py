@@ -1,0 +1,44 @@
+"""The ``naive`` configuration: the public candidate grid and the model."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dpaudit.errors import InvalidParameter
+from dpaudit.validation import check_count
+from plugins.opacus_training.candidates import Candidate, check_model_options, parse_candidates
+
+_KEYS = {"candidates", "model", "hidden", "optimizer", "train_rows", "test_rows"}
+
+
+@dataclass(frozen=True)
+class NaiveConfig:
+    """Everything public that fixes a ``naive`` run before any data is seen (fields as in ``randtune``)."""
+
+    candidates: tuple[Candidate, ...]
+    model: str = "logreg"
+    hidden: int = 64
+    optimizer: str = "sgd"
+    train_rows: int | None = None
+    test_rows: int | None = None
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any]) -> NaiveConfig:
+        """Validate a plain mapping.
+
+        Raises:
+            InvalidParameter: an unknown key or a bad value.
+        """
+        unknown = sorted(set(config) - _KEYS)
+        if unknown:
+            raise InvalidParameter(f"unknown naive config keys {unknown}; known: {sorted(_KEYS)}")
+        cfg = cls(candidates=parse_candidates(config.get("candidates", ())), model=config.get("model", "logreg"),
+                  hidden=config.get("hidden", 64), optimizer=config.get("optimizer", "sgd"),
+                  train_rows=config.get("train_rows"), test_rows=config.get("test_rows"))
+        check_model_options(cfg.model, cfg.hidden, cfg.optimizer)
+        for name in ("train_rows", "test_rows"):
+            if getattr(cfg, name) is not None:
+                check_count(name, getattr(cfg, name))
+        return cfg

@@ -1,0 +1,110 @@
+"""The ``naive`` plugin: train every candidate with DP-SGD, release the best by public validation accuracy.
+
+The baseline of private hyperparameter selection (Ding et al., Table 1 "Naive"): each candidate's training is
+charged on its own (:func:`~plugins.opacus_training.training.train_private`), so the total is the adaptive
+composition of all of them, bounded by the session's accountant (by default the tightest of RDP, PLD, advanced and
+basic composition that applies). Every trained model is released (its digest and its public validation accuracy),
+so selecting among them on public data is post-processing and costs nothing more (docs/plugins/naive.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from torch import nn
+
+from dpaudit.accounting import get_accountant
+from dpaudit.accounting.tightest import MEMBERS
+from dpaudit.data.adult import TRAIN_NAME
+from dpaudit.errors import AccountingError, UnsupportedEvent
+from dpaudit.events import PrivacyEvent, compose
+from plugins.naive.config import NaiveConfig
+from plugins.opacus_training.candidates import (
+    FINAL_TEST_NAME,
+    VALIDATION_NAME,
+    accuracy,
+    candidate_event,
+    require_protected_train,
+    train_candidate,
+    tuning_data,
+)
+from plugins.opacus_training.training import MECHANISMS
+
+if TYPE_CHECKING:
+    from dpaudit.session import Session
+
+PLUGIN_NAME = "naive"
+VERSION = "0.1.0"
+
+
+@dataclass(frozen=True)
+class NaiveOutcome:
+    """What a ``naive`` run produced: ``public`` is what :func:`run` returns; ``model`` is the selected model."""
+
+    public: dict[str, Any]
+    model: nn.Module
+
+
+def composition_bounds(events: list[PrivacyEvent], delta: float) -> dict[str, float | str]:
+    """ε at ``delta`` of the composed ``events`` by each member of the tightest accountant, or why it refuses."""
+    event = compose(events)
+    out: dict[str, float | str] = {}
+    for cls in MEMBERS:
+        try:
+            out[cls.name] = get_accountant(cls.name).epsilon(event, delta)
+        except (UnsupportedEvent, AccountingError) as exc:
+            out[cls.name] = f"not applicable: {exc}"
+    return out
+
+
+def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
+    """Train every candidate, release the best by accuracy on the public validation half.
+
+    Raises:
+        InvalidParameter: a bad configuration.
+        PluginError: the session does not protect ``adult-train``.
+        BudgetExceeded: the session cannot pay for the next candidate (the ones already trained stay charged and
+            released; nothing more is trained).
+    """
+    start = time.perf_counter()
+    cfg = NaiveConfig.from_mapping(config)
+    require_protected_train(session, PLUGIN_NAME)
+    session.register_plugin(PLUGIN_NAME, VERSION)
+    data = tuning_data(cfg.train_rows, cfg.test_rows)
+    mechanism = f"{MECHANISMS[cfg.optimizer]} {cfg.model} on {TRAIN_NAME}"
+    best, scores, events = None, [], []
+    for index, candidate in enumerate(cfg.candidates):
+        label = f"candidate {index}: {mechanism}"
+        result = train_candidate(session, candidate, data, model=cfg.model, hidden=cfg.hidden,
+                                 optimizer=cfg.optimizer, label=label)
+        events.append(candidate_event(candidate, len(data.y_train), label))  # the event train_private charged
+        score = accuracy(result, data.X_val, data.y_val, session)
+        scores.append(score)
+        session.log_public_metrics({"validation_accuracy": score}, step=index)
+        key = (score, index)
+        if best is None or key > best[0]:
+            best = (key, result)
+    (score, index), result = best
+    test_accuracy = accuracy(result, data.X_test, data.y_test, session)
+    delta = session.budget[1]
+    bounds = composition_bounds(events, delta)
+    epsilon, source = get_accountant("tightest").epsilon_with_source(compose(events), delta)
+    public = {
+        "method": PLUGIN_NAME, "selected": cfg.candidates[index].to_dict(), "candidate_index": index,
+        "model_sha256": result.model_sha256, "validation_accuracy": score, "test_accuracy": test_accuracy,
+        "validation_accuracies": scores, "epsilon": epsilon, "delta": delta, "attained_by": source,
+        "bounds": bounds, "charges": len(events), "public_data": [VALIDATION_NAME, FINAL_TEST_NAME],
+        "wall_time_s": time.perf_counter() - start,
+    }
+    session.record_info(PLUGIN_NAME, {k: public[k] for k in ("selected", "candidate_index", "model_sha256",
+                                                             "validation_accuracy", "test_accuracy", "epsilon",
+                                                             "attained_by", "bounds")})
+    return NaiveOutcome(public=public, model=result.model)
+
+
+def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The plugin entry: :func:`tune`'s public results."""
+    return tune(session, config).public

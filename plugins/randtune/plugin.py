@@ -1,0 +1,116 @@
+"""The ``randtune`` plugin: private selection with a random number of DP-SGD repetitions (docs/plugins/randtune.md).
+
+Liu & Talwar 2019 (geometric K) and Papernot & Steinke 2022 (truncated negative binomial, Poisson): draw K, run K
+repetitions, each training a candidate drawn uniformly from the public grid with DP-SGD, and release only the best
+repetition by accuracy on the public validation half. One :class:`~dpaudit.events.RepeatAndSelectEvent` is charged
+before K is drawn and before any training; the repetitions charge nothing of their own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from torch import nn
+
+from dpaudit.data.adult import TRAIN_NAME
+from plugins.opacus_training.candidates import (
+    FINAL_TEST_NAME,
+    VALIDATION_NAME,
+    accuracy,
+    candidate_event,
+    require_protected_train,
+    train_candidate,
+    tuning_data,
+)
+from plugins.opacus_training.training import MECHANISMS
+from plugins.randtune.base_event import dominating_event
+from plugins.randtune.config import RandTuneConfig
+
+if TYPE_CHECKING:
+    from dpaudit.session import Session
+
+PLUGIN_NAME = "randtune"
+VERSION = "0.1.0"
+
+
+@dataclass(frozen=True)
+class RandTuneOutcome:
+    """What a ``randtune`` run produced.
+
+    Attributes:
+        public: the public results (what :func:`run` returns; everything in it is covered by the certificate).
+        model: the selected model (None when K = 0).
+        repetitions: CONFIDENTIAL: the realised K. Publishing it is not covered by the guarantee.
+        validation_scores: CONFIDENTIAL: every repetition's (candidate index, public validation accuracy).
+        wall_time_s: CONFIDENTIAL: seconds spent (it grows with K).
+    """
+
+    public: dict[str, Any]
+    model: nn.Module | None
+    repetitions: int
+    validation_scores: tuple[tuple[int, float], ...]
+    wall_time_s: float
+
+
+def tune(session: Session, config: Mapping[str, Any]) -> RandTuneOutcome:
+    """Run random-repetition tuning inside ``session`` (module docstring).
+
+    Raises:
+        InvalidParameter: a bad configuration.
+        PluginError: the session does not protect ``adult-train``, or the grid has no dominating base event.
+        BudgetExceeded: the session cannot pay for the repeat-and-select (nothing is drawn or trained).
+    """
+    start = time.perf_counter()
+    cfg = RandTuneConfig.from_mapping(config)
+    require_protected_train(session, PLUGIN_NAME)
+    session.register_plugin(PLUGIN_NAME, VERSION)
+    data = tuning_data(cfg.train_rows, cfg.test_rows)
+    mechanism = f"{MECHANISMS[cfg.optimizer]} {cfg.model} on {TRAIN_NAME}"
+    events = [candidate_event(c, len(data.y_train), mechanism) for c in cfg.candidates]
+    base = dominating_event(events, f"one repetition: {mechanism}, a candidate drawn uniformly from the grid")
+    session.record_info(PLUGIN_NAME, {
+        "candidates": [c.to_dict() for c in cfg.candidates],
+        "distribution": cfg.distribution, "parameters": dict(cfg.parameters),
+        "base_event": {"sample_rate": base.sample_rate, "noise_multiplier": base.noise_multiplier,
+                       "steps": base.steps},
+        "selection": f"best accuracy on {VALIDATION_NAME}; ties by candidate index, then model digest",
+    })
+    charge, repetitions = session.repeat_and_select(base, cfg.distribution, cfg.parameters, plugin=PLUGIN_NAME,
+                                                    label=f"best of K repetitions by accuracy on {VALIDATION_NAME}")
+    best: tuple[tuple[float, int, str], Any] | None = None
+    scores = []
+    for _ in range(repetitions):
+        index = session.rng.randbelow(len(cfg.candidates))
+        result = train_candidate(session, cfg.candidates[index], data, model=cfg.model, hidden=cfg.hidden,
+                                 optimizer=cfg.optimizer, label=mechanism, charge=charge)
+        score = accuracy(result, data.X_val, data.y_val, session)
+        scores.append((index, score))
+        key = (score, index, result.model_sha256)
+        if best is None or key > best[0]:
+            best = (key, result)
+    public: dict[str, Any] = {"method": PLUGIN_NAME, "distribution": cfg.distribution,
+                              "parameters": dict(cfg.parameters), "charge_seq": charge.seq,
+                              "public_data": [VALIDATION_NAME, FINAL_TEST_NAME]}
+    if best is None:
+        session.record_release(charge, {"selected": None})
+        public.update(selected=None, candidate_index=None, validation_accuracy=None, test_accuracy=None)
+        model = None
+    else:
+        (score, index, digest), result = best
+        session.record_release(charge, {"candidate_index": index, "candidate": cfg.candidates[index].to_dict(),
+                                        "model_sha256": digest, "validation_accuracy": score})
+        test_accuracy = accuracy(result, data.X_test, data.y_test, session)
+        session.log_public_metrics({"test_accuracy": test_accuracy})
+        public.update(selected=cfg.candidates[index].to_dict(), candidate_index=index, model_sha256=digest,
+                      validation_accuracy=score, test_accuracy=test_accuracy)
+        model = result.model
+    return RandTuneOutcome(public=public, model=model, repetitions=repetitions, validation_scores=tuple(scores),
+                           wall_time_s=time.perf_counter() - start)
+
+
+def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The plugin entry: :func:`tune`'s public results only (no K, no per-repetition score, no wall time)."""
+    return tune(session, config).public
