@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit import canonical
 from dpaudit import store as run_store
 from dpaudit.accounting import get_accountant
 from dpaudit.budget import BudgetFilter
@@ -401,9 +402,12 @@ class Session:
         charging nothing else for them, and releases (``record_release`` on the returned charge) only the best
         output under a fixed public total order; for the Poisson law K may be 0 (release that nothing was chosen).
 
-        K is returned but **never recorded**: Papernot & Steinke's and Liu & Talwar's bounds cover the best output
+        K is returned but **never released**: Papernot & Steinke's and Liu & Talwar's bounds cover the best output
         alone. Revealing K (or any non-selected output, or anything whose size or count grows with K) is not
-        covered: given K = k the best of k runs of an ε-DP mechanism can have privacy loss kε.
+        covered: given K = k the best of k runs of an ε-DP mechanism can have privacy loss kε. K is *recorded* as
+        a hiding commitment: one ``info`` record (whatever K is) holds sha256 of the canonical JSON of K and a
+        256-bit random salt; the opening is written to ``<run>/confidential/repetitions-<seq>.json``, which is
+        neither mirrored nor exported, so the run's owner can later prove K to an auditor entitled to see it.
 
         Args:
             base_event: one full run (e.g. a DP-SGD training's event).
@@ -428,7 +432,16 @@ class Session:
         if distribution == "truncated_negative_binomial" and not (event.eta >= 1 and float(event.eta).is_integer()):
             raise InvalidParameter(f"K ~ TNB(eta={event.eta}) has no exact sampler here: use a whole eta >= 1")
         charge = self.charge(event, plugin=plugin, mechanism="repeat_and_select")
-        return charge, sample_repetitions(distribution, event.parameters(), self.rng)
+        repetitions = sample_repetitions(distribution, event.parameters(), self.rng)
+        opening = {"charge_seq": charge.seq, "repetitions": repetitions,
+                   "salt": f"{self.rng.randbelow(2**256):064x}"}
+        folder = self.run_dir / "confidential"
+        folder.mkdir(exist_ok=True)
+        (folder / f"repetitions-{charge.seq}.json").write_text(canonical.dumps(opening), encoding="utf-8")
+        self.record_info(plugin, {"repetitions_commitment": canonical.sha256_hex(canonical.encode(opening)),
+                                  "commitment_scheme": "sha256(canonical JSON of {charge_seq, repetitions, salt}); "
+                                  "opening kept by the run owner, outside the release"})
+        return charge, repetitions
 
     # --- closing ----------------------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpaudit import BudgetExceeded, DPAuditError, InvalidParameter, Session, UnsupportedEvent, from_formula
+from dpaudit import BudgetExceeded, DPAuditError, InvalidParameter, Session, UnsupportedEvent, canonical, from_formula
 from dpaudit.events import PoissonSubsampledGaussianEvent
 from dpaudit.ledger import read_records, verify_chain
 
@@ -254,8 +254,9 @@ def _dpsgd(steps: int = 100) -> PoissonSubsampledGaussianEvent:
         sample_rate=0.01, noise_multiplier=1.0, steps=steps)
 
 
-def test_repeat_and_select_charges_before_drawing_k_and_never_records_k(make_session, monkeypatch):
-    """The charge record precedes the draw of K; K itself is written nowhere in the ledger."""
+def test_repeat_and_select_charges_before_drawing_k_and_commits_to_k(make_session, monkeypatch):
+    """The charge record precedes the draw of K; the ledger holds only a hiding commitment to K, which the
+    confidential opening (outside the bundle) opens."""
     from dpaudit.events import RepeatAndSelectEvent
 
     s = make_session(epsilon=10.0, delta=1e-5)
@@ -266,7 +267,12 @@ def test_repeat_and_select_charges_before_drawing_k_and_never_records_k(make_ses
     charge, k = s.repeat_and_select(_dpsgd(), "poisson", {"mu": 3.0}, plugin="test", label="best of K")
     assert order[0] == "charge" and "draw" in order and isinstance(k, int) and k >= 0
     assert isinstance(charge.event, RepeatAndSelectEvent) and charge.event.mu == 3.0
-    assert _types(s) == ["open", "charge"]
+    assert _types(s) == ["open", "charge", "info"]  # one commitment record, whatever K is
+    records, _ = read_records(s.ledger_path)
+    commitment = records[-1].body["info"]["repetitions_commitment"]
+    opening = json.loads((s.run_dir / "confidential" / f"repetitions-{charge.seq}.json").read_text())
+    assert opening["repetitions"] == k
+    assert canonical.sha256_hex(canonical.encode(opening)) == commitment
     s.record_release(charge, {"selected": None})
     s.close()
     cert = json.loads(s.certificate_path.read_text())
