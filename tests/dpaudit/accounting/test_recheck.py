@@ -72,3 +72,15 @@ def test_bad_inputs():
             recheck("rdp", PURE, 1e-5, bad)
     with pytest.raises(InvalidParameter):
         recheck("rdp", PURE, 1.0, 1.0)
+
+
+def test_pld_claim_on_a_mixed_composition_is_checked_against_its_dpsgd_part():
+    """A PLD claim on Laplace + DP-SGD is compared with PRV's lower bound of the DP-SGD part; 10 % below fails."""
+    event = ComposedEvent(events=(laplace(0.1), dpsgd(0.01, 1.0, 300)))
+    honest = get_accountant("pld").epsilon(event, 1e-5)
+    ok = recheck("pld", event, 1e-5, honest)
+    assert ok.ok and "sub-composition" in ok.independent
+    part_lower = ok.independent_value
+    assert 0 < part_lower <= honest
+    forged = recheck("pld", event, 1e-5, part_lower * 0.9)
+    assert not forged.ok
