@@ -1,75 +1,89 @@
-"""``dpaudit demo``: a full audited run on UCI Adult, from noisy statistics to DP-SGD training to a verified
+"""``dpaudit demo``: private hyperparameter selection plus DP-SGD training on UCI Adult, ending in a verified
 certificate, on the embedded default store.
 
-What it releases, all inside one session (add/remove neighbours of the Adult training split; the test split is
-public evaluation data):
+What it does, all inside one session (add/remove neighbours of the Adult training split; the Adult test split is
+public: its first half validates the candidates, its second half tests the final model):
 
-1. the number of training records (discrete Laplace, count query, sensitivity 1);
-2. the number of records with income > 50K (discrete Laplace, count query);
-3. the sum of ages scaled to [0, 1] with public bounds (discrete Gaussian, bounded sum, sensitivity 1), from which
-   the mean age follows by post-processing with the noisy count;
-4. the most common education level (exponential mechanism on counts, monotone, sensitivity 1);
-5. a logistic-regression model trained with DP-SGD through the ``opacus-training`` plugin (Poisson sampling,
-   Opacus's noise, RDP/PLD accounting of the fixed number of steps).
-
-The session then closes, writes and signs its certificate, and the run folder is verified offline.
+1. releases the number of training records (discrete Laplace, count query, sensitivity 1);
+2. runs the ``constant-overhead`` plugin (Ding, Wu, Xu & Pan 2023, Alg. 1): 8 candidates (learning rate ×
+   clipping norm, shared σ, epochs and batch size), k = 10 record-keyed partitions with non-private partition
+   models, at most T_max = 8 AboveThreshold rounds of ϵ = 0.5 each (kϵ = 5, the paper's k ≥ 5/ϵ), charged up
+   front; then DP-SGD on the full training set with the selected candidate through ``opacus-training``;
+3. closes the session, writes and signs its certificate, and verifies the run folder offline.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from dpaudit.data.adult import TEST_NAME, TRAIN_NAME, load_adult
+from dpaudit.data.adult import TRAIN_NAME, load_adult
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.registry import get_plugin
 from dpaudit.sensitivity import from_formula
 from dpaudit.session import Session
 from dpaudit.verify import verify_bundle
 
-BUDGET = (2.0, 1e-5)
-AGE_LOW, AGE_HIGH = 17.0, 90.0  # public bounds used by the Adult loader's scaling
+BUDGET = (5.0, 1e-5)
+COUNT_EPSILON = 0.05
+#: the demo's search space: 4 learning rates × 2 clipping norms, shared (σ, epochs, batch size)
+DEMO_CANDIDATES = tuple({"lr": lr, "max_grad_norm": clip, "noise_multiplier": 1.0, "epochs": 3, "batch_size": 256}
+                        for lr in (0.5, 1.0, 2.0, 4.0) for clip in (0.5, 2.0))
+DEMO_TUNING = {"k": 10, "epsilon_round": 0.5, "t_max": 8, "u0": 0.5, "granularity": 0.05,
+               "partition_training": "train", "proposer": "grid", "fallback": 5, "model": "logreg"}
+
+
+def demo_config(epochs: int | None = None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``constant-overhead`` configuration of the demo, with optional epochs and key overrides."""
+    config: dict[str, Any] = {**DEMO_TUNING, "candidates": [dict(c) for c in DEMO_CANDIDATES], **(overrides or {})}
+    if epochs is not None:
+        config["candidates"] = [{**c, "epochs": epochs} for c in config["candidates"]]
+    return config
 
 
 def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed: int | None = None,
              epochs: int | None = None, signing_key: Path | None = None,
+             overrides: Mapping[str, Any] | None = None,
              echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run the demo session and verify it; returns a JSON-able summary (run id, paths, certificate claim)."""
-    data = load_adult()
+    """Run the demo session and verify it; returns a JSON-able summary (run id, paths, certificate claim).
+
+    Args:
+        store, tracking_uri, signing_key: where the run goes and which key signs it.
+        seed: seeded randomness (reproducible, NOT FOR RELEASE); None uses the OS CSPRNG.
+        epochs: training epochs of every candidate (default 3).
+        overrides: ``constant-overhead`` config keys replacing the demo's (e.g. a smaller grid for tests).
+        echo: where progress lines go.
+    """
+    config = demo_config(epochs, overrides)
+    plugin = get_plugin("constant-overhead")
+    data = load_adult(train_rows=config.get("train_rows"), test_rows=config.get("test_rows"))
     rng = SeededRandom(seed) if seed is not None else None
-    training = get_plugin("opacus-training")
-    config = {"data": "adult", "model": "logreg", "optimizer": "sgd", "lr": 1.0, "batch_size": 256,
-              "epochs": epochs or 3, "max_grad_norm": 1.0, "noise_multiplier": 1.0}
-    echo(f"dpaudit demo: UCI Adult, {len(data.y_train)} training / {len(data.y_test)} test records; "
-         f"budget epsilon={BUDGET[0]}, delta={BUDGET[1]}")
+    echo(f"dpaudit demo: UCI Adult, {len(data.y_train)} training / {len(data.y_test)} public test records "
+         f"(half validation, half final test); budget epsilon={BUDGET[0]}, delta={BUDGET[1]}")
     with Session(epsilon=BUDGET[0], delta=BUDGET[1], name="dpaudit-demo", neighbouring="add_remove",
-                 protected=(TRAIN_NAME,), public=(TEST_NAME,),
-                 rng=rng, store=store, tracking_uri=tracking_uri, signing_key=signing_key) as s:
-        count = from_formula("count", "add_remove")
-        n = s.laplace(float(len(data.y_train)), count, epsilon=0.05, label="number of training records")
-        high = s.laplace(float(data.y_train.sum()), count, epsilon=0.05, label="records with income >50K")
-        age_col = data.feature_names.index("age")
-        age_sum = s.gaussian(float(data.X_train[:, age_col].sum()),
-                             from_formula("bounded_sum", "add_remove", lower=0.0, upper=1.0), epsilon=0.1,
-                             delta=1e-7, label="sum of ages scaled to [0, 1]")
-        edu = [i for i, f in enumerate(data.feature_names) if f.startswith("education=")]
-        counts = data.X_train[:, edu].sum(axis=0)
-        best = s.exponential(counts.tolist(), count, epsilon=0.05, monotone=True,
-                             label="most common education level")
-        echo(f"  noisy count {n:.0f}; >50K share {high / n:.3f}; mean age "
-             f"{AGE_LOW + (AGE_HIGH - AGE_LOW) * age_sum / n:.1f}; most common education: "
-             f"{data.feature_names[edu[best]].split('=', 1)[1]}")
-        result = training.run(s, config)
-        echo(f"  DP-SGD ({config['epochs']} epochs, noise multiplier {config['noise_multiplier']}): "
-             f"test accuracy {result['test_accuracy']:.3f}; epsilon spent so far {s.spent_epsilon():.4g}")
+                 protected=(TRAIN_NAME,), public=plugin.public, rng=rng, store=store, tracking_uri=tracking_uri,
+                 signing_key=signing_key) as s:
+        n = s.laplace(float(len(data.y_train)), from_formula("count", "add_remove"), epsilon=COUNT_EPSILON,
+                      label="number of training records")
+        echo(f"  noisy number of training records: {n:.0f}")
+        echo(f"  constant-overhead selection: {len(config['candidates'])} candidates, k={config['k']} partitions, "
+             f"at most {config['t_max']} AboveThreshold rounds of epsilon={config['epsilon_round']} (charged up "
+             "front), then DP-SGD")
+        result = plugin.run(s, config)
+        chosen = result["selected"]
+        echo(f"  selected: lr={chosen['lr']}, max_grad_norm={chosen['max_grad_norm']}, noise_multiplier="
+             f"{chosen['noise_multiplier']}, epochs={chosen['epochs']}, batch_size={chosen['batch_size']}"
+             f"{' (fallback: no candidate passed)' if result['fallback_used'] else ''}; realised iterations "
+             f"{result['realised_iterations']} of {result['charged_iterations']} charged")
+        echo(f"  DP-SGD test accuracy on the public final-test half: {result['test_accuracy']:.3f}; epsilon spent "
+             f"{s.spent_epsilon():.4g}")
     certificate = s.close()
     verification = verify_bundle(s.run_dir, allow_not_for_release=seed is not None)
     claim = certificate["claim"]
     echo(f"certificate: {certificate['guarantee']}")
     echo(f"  accountant {claim['accountant']} (attained by {claim['attained_by']}); {certificate['release_status']}")
+    echo(f"  public data: {', '.join(certificate['public_datasets'])}")
     echo(f"  conditional on {sum(a['conditional'] for a in certificate['assumptions'])} assumptions "
          "(see the report)")
     for check in verification.checks:
@@ -83,7 +97,11 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
         "ledger": str(s.ledger_path),
         "epsilon": claim["epsilon"],
         "delta": claim["delta"],
+        "selected": chosen,
+        "fallback_used": result["fallback_used"],
+        "realised_iterations": result["realised_iterations"],
+        "charged_iterations": result["charged_iterations"],
         "test_accuracy": float(result["test_accuracy"]),
         "verified": verification.valid,
-        "releases": {"n": float(n), "high_income": float(high), "age_sum": float(np.asarray(age_sum))},
+        "releases": {"n": float(n)},
     }

@@ -32,6 +32,7 @@ from dpaudit.ledger import Record, read_records, verify_chain
 from dpaudit.mechanisms.calibration import gaussian_event_delta
 from dpaudit.privacy_maps import above_threshold_epsilon, laplace_epsilon
 from dpaudit.progress import progress
+from dpaudit.registry import load_plugins
 from dpaudit.signing import key_fingerprint, verify_signature
 
 #: relative slack for float comparisons of recomputed values (rounding in the last bits, nothing more)
@@ -91,8 +92,10 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False) -> Verif
 
     Raises:
         VerificationError: a required file is missing or unreadable (a usage problem, not an invalid run).
+        PluginError: an installed plugin fails to load (its sensitivity formulas could not be registered).
     """
     bundle = Path(bundle)
+    load_plugins()  # plugins register their sensitivity formulas; a broken plugin fails loudly here
     report = VerificationReport(str(bundle))
     for name in (run_store.LEDGER, run_store.CERTIFICATE, run_store.PUBLIC_KEY):
         if not (bundle / name).is_file():

@@ -126,3 +126,20 @@ def test_run_plugin_over_budget_exits_1_and_still_certifies_nothing_spent(tmp_pa
     result = CliRunner().invoke(main, ["--store", str(tmp_path / "runs"), "run", "opacus-training", "--epsilon",
                                        "0.01", "--delta", "1e-5", "--seed", "1"])
     assert result.exit_code == 1 and "budget" in result.output
+
+
+def test_verify_in_a_fresh_process_knows_plugin_formulas(make_session):
+    """A sensitivity formula registered by a plugin is recomputable by `dpaudit verify` in a new process."""
+    import subprocess
+    import sys
+
+    import plugins.constant_overhead  # noqa: F401  (registers partition_average_utility)
+    from dpaudit import from_formula
+
+    with make_session(epsilon=1.0) as s:
+        s.laplace(0.7, sensitivity=from_formula("partition_average_utility", "add_remove", k=10), epsilon=0.1)
+    dpaudit_cli = Path(sys.executable).with_name("dpaudit")
+    done = subprocess.run([str(dpaudit_cli), "verify", str(s.run_dir), "--allow-not-for-release"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 sensitivities recomputed" in done.stdout

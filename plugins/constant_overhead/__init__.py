@@ -1,0 +1,58 @@
+"""``constant-overhead``: private hyperparameter selection with constant privacy overhead (Ding, Wu, Xu & Pan 2023,
+Alg. 1) followed by DP-SGD training, in one audited session (docs/plugins/constant-overhead.md).
+
+Exposes :data:`PLUGIN` (entry point ``dpaudit.plugins: constant-overhead``) and the pieces it is built from:
+record-keyed partitions, the aggregated utility and its sensitivity formula, the elastic loop and the proposers.
+"""
+
+from dpaudit.data.adult import TRAIN_NAME
+from dpaudit.registry import Plugin
+from plugins.constant_overhead.candidates import Candidate, default_grid
+from plugins.constant_overhead.config import ConstantOverheadConfig
+from plugins.constant_overhead.loop import Iteration, LoopResult, LoopState, Proposer, advance, run_elastic_loop
+from plugins.constant_overhead.partition import assign_partitions, draw_partition_key, partition_members, partition_of
+from plugins.constant_overhead.plugin import FINAL_TEST_NAME, PLUGIN_NAME, VALIDATION_NAME, VERSION, run
+from plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
+from plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities, aggregate_utility
+
+SMOKE_CANDIDATES = [{"lr": lr, "max_grad_norm": 1.0, "noise_multiplier": 1.0, "epochs": 1, "batch_size": 64}
+                    for lr in (0.5, 2.0, 8.0)]
+
+PLUGIN = Plugin(
+    name=PLUGIN_NAME,
+    version=VERSION,
+    summary="constant-overhead private hyperparameter selection (k record-keyed partitions, elastic AboveThreshold "
+    "loop charged for T_max rounds up front), then DP-SGD training of the selected candidate",
+    citation="Ding, Wu, Xu & Pan 2023 (Constant-overhead differentially private hyperparameter tuning), Alg. 1; "
+    "Dwork & Roth 2014, Alg. 1 (AboveThreshold); Abadi et al. 2016 (DP-SGD)",
+    event_kinds=("above_threshold", "poisson_subsampled_gaussian"),
+    run=run,
+    smoke_config={"candidates": SMOKE_CANDIDATES, "k": 4, "epsilon_round": 0.5, "t_max": 3, "u0": 0.5,
+                  "granularity": 0.1, "train_rows": 2000, "test_rows": 1000},
+    protected=(TRAIN_NAME,),
+    public=(VALIDATION_NAME, FINAL_TEST_NAME),
+)
+
+__all__ = [
+    "FINAL_TEST_NAME",
+    "FORMULA_ID",
+    "PLUGIN",
+    "VALIDATION_NAME",
+    "Candidate",
+    "ConstantOverheadConfig",
+    "GridProposer",
+    "Iteration",
+    "LocalPerturbationProposer",
+    "LoopResult",
+    "LoopState",
+    "PartitionUtilities",
+    "Proposer",
+    "advance",
+    "aggregate_utility",
+    "assign_partitions",
+    "default_grid",
+    "draw_partition_key",
+    "partition_members",
+    "partition_of",
+    "run_elastic_loop",
+]

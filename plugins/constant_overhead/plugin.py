@@ -1,0 +1,163 @@
+"""The ``constant-overhead`` plugin's entry: Ding et al. 2023, Alg. 1, end to end inside an audited session.
+
+Order of operations (docs/plugins/constant-overhead.md):
+
+1. checks: the session protects the Adult training set under add/remove neighbours and lists both public halves
+   of the Adult test split;
+2. data-independent randomness from ``session.rng``: the partition key, the partition-model seed, the proposer's
+   seed and the final model's initialisation seed;
+3. ONE charge for ``t_max`` AboveThreshold rounds (ϵ each, sensitivity 1/k), before any data is touched;
+4. partitions by keyed hash of the record id; the utilities u_s of the grid (Alg. 1 l. 1-11);
+5. the elastic loop (l. 12-34), at most ``t_max`` rounds; the realised T is recorded as information;
+6. DP-SGD on the full training set with the selected candidate (or the fallback, if nothing passed) through
+   ``plugins.opacus_training.train_private``, which charges its own event;
+7. accuracy of the final model on the public final-test half.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from dpaudit.data.adult import TRAIN_NAME, AdultData, load_adult
+from dpaudit.errors import PluginError
+from dpaudit.sensitivity import Neighbouring, from_formula
+from plugins.constant_overhead.candidates import Candidate
+from plugins.constant_overhead.config import ConstantOverheadConfig
+from plugins.constant_overhead.loop import LoopResult, run_elastic_loop
+from plugins.constant_overhead.partition import (
+    assign_partitions,
+    draw_partition_key,
+    key_fingerprint,
+    partition_members,
+)
+from plugins.constant_overhead.partition_training import accuracy, as_float_tensor, train_partition_model
+from plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
+from plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities
+from plugins.opacus_training import evaluate, train_private
+from plugins.opacus_training.models import build_model
+
+if TYPE_CHECKING:
+    from dpaudit.session import Session
+
+PLUGIN_NAME = "constant-overhead"
+VERSION = "0.1.0"
+VALIDATION_NAME = "adult-test first half (validation)"
+"""Public validation data V: the first ⌊m/2⌋ records of the loaded Adult test split (m records)."""
+FINAL_TEST_NAME = "adult-test second half (final test)"
+"""Public final test data: the remaining records of the loaded Adult test split."""
+_SEED_RANGE = 2**63
+
+
+def split_public(data: AdultData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(X_val, y_val, X_test, y_test): the first half of the public test split validates, the second tests."""
+    half = len(data.y_test) // 2
+    return data.X_test[:half], data.y_test[:half], data.X_test[half:], data.y_test[half:]
+
+
+def _check_session(session: Session) -> None:
+    if TRAIN_NAME not in session.protected:
+        raise PluginError(f"{PLUGIN_NAME} tunes and trains on {TRAIN_NAME!r}; open the Session with it in "
+                          f"protected= (got {session.protected})")
+    missing = [name for name in (VALIDATION_NAME, FINAL_TEST_NAME) if name not in session.public]
+    if missing:
+        raise PluginError(f"{PLUGIN_NAME} uses public data {missing}; list them in the Session's public= so that the "
+                          "certificate names them")
+    if Neighbouring(session.neighbouring) is not Neighbouring.ADD_REMOVE:
+        raise PluginError(f"{PLUGIN_NAME} ends in DP-SGD, which is analysed under add/remove neighbours; the session "
+                          f"uses {Neighbouring(session.neighbouring).value}")
+
+
+def _iteration_info(result: LoopResult[Candidate]) -> list[dict[str, Any]]:
+    return [{"t": it.t, "threshold": it.threshold, "batch_size": len(it.batch),
+             "passed": None if it.passed is None else it.passed.to_dict(),
+             "units_after": it.state.units, "step_after": it.state.step} for it in result.iterations]
+
+
+def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
+    """Select hyperparameters privately (Alg. 1) and train the selected candidate with DP-SGD; public results only.
+
+    Args:
+        session: an open add/remove session protecting ``"adult-train"`` with both public test halves listed.
+        config: :class:`~plugins.constant_overhead.config.ConstantOverheadConfig` fields.
+
+    Returns:
+        The selected hyperparameters, whether the fallback was used, the realised and charged iteration counts,
+        the charge sequence numbers, the model digest and the metrics on the public final-test half. No utility
+        value (unnoised) is included.
+
+    Raises:
+        PluginError: the session does not name the data sets or uses replace-one neighbours.
+        BudgetExceeded: the session cannot pay for the tuning rounds (nothing is computed) or for the final
+            training (the tuning outcome is recorded; nothing is trained).
+    """
+    cfg = ConstantOverheadConfig.from_mapping(config)
+    _check_session(session)
+    session.register_plugin(PLUGIN_NAME, VERSION)
+
+    key = draw_partition_key(session.rng)
+    partition_seed, proposer_seed, init_seed = (session.rng.randbelow(_SEED_RANGE) for _ in range(3))
+    sensitivity = from_formula(FORMULA_ID, session.neighbouring, k=cfg.k)
+    rounds = session.above_threshold_rounds(
+        sensitivity, cfg.epsilon_round, max_queries=cfg.max_batch, rounds=cfg.t_max, plugin=PLUGIN_NAME,
+        label=f"elastic AboveThreshold over partition-average utilities (Ding et al. 2023, Alg. 1), k={cfg.k}")
+    session.record_info(PLUGIN_NAME, {
+        "charge_seq": rounds.charge.seq, "t_max": cfg.t_max, "epsilon_round": cfg.epsilon_round, "k": cfg.k,
+        "u0": cfg.u0, "granularity": cfg.granularity, "partition_training": cfg.partition_training,
+        "proposer": cfg.proposer, "max_batch": cfg.max_batch, "candidates": [c.to_dict() for c in cfg.candidates],
+        "fallback": cfg.fallback_candidate.to_dict(), "partition_key_sha256": key_fingerprint(key),
+        "validation_data": VALIDATION_NAME, "final_test_data": FINAL_TEST_NAME,
+    })
+
+    data = load_adult(train_rows=cfg.train_rows, test_rows=cfg.test_rows)
+    X_val, y_val, X_test, y_test = split_public(data)
+    V_X, V_y = as_float_tensor(X_val), as_float_tensor(y_val)
+    n_features = data.X_train.shape[1]
+    members = partition_members(assign_partitions(key, data.record_ids, cfg.k), data.record_ids, cfg.k)
+
+    def score(X: np.ndarray, y: np.ndarray, candidate: Candidate, seed: int) -> float:
+        model = train_partition_model(X, y, candidate, mode=cfg.partition_training, model_kind=cfg.model,
+                                      hidden=cfg.hidden, n_features=n_features, seed=seed)
+        return accuracy(model, V_X, V_y)
+
+    utilities = PartitionUtilities(data.X_train, data.y_train, members, score, partition_seed)
+    for candidate in cfg.candidates:  # Alg. 1 l. 2-11, before the loop
+        utilities(candidate)
+    proposer = (GridProposer(cfg.candidates) if cfg.proposer == "grid" else
+                LocalPerturbationProposer(cfg.candidates, seed=proposer_seed, batch_size=cfg.proposer_batch,
+                                          scale=cfg.proposer_scale))
+    result = run_elastic_loop(proposer, utilities, rounds.next_round, u0=cfg.u0, g=cfg.granularity,
+                              t_max=cfg.t_max, max_batch=cfg.max_batch)
+    chosen = result.selected if result.selected is not None else cfg.fallback_candidate
+    session.record_info(PLUGIN_NAME, {
+        "realised_iterations": result.realised_iterations, "charged_iterations": cfg.t_max,
+        "stopped_by": result.stopped_by, "selected": chosen.to_dict(), "fallback_used": result.selected is None,
+        "iterations": _iteration_info(result), "utilities_computed": utilities.computed(),
+        "note": "information only: the charge covers t_max rounds whatever the realised count",
+    })
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(init_seed)
+        model = build_model(cfg.model, n_features, cfg.hidden)
+    trained = train_private(
+        session, model, data.X_train, data.y_train, optimizer="sgd", lr=chosen.lr, epochs=chosen.epochs,
+        batch_size=chosen.batch_size, max_grad_norm=chosen.max_grad_norm, noise_multiplier=chosen.noise_multiplier,
+        label=f"DP-SGD {cfg.model} on {TRAIN_NAME} with the selected hyperparameters", public_eval=(X_test, y_test))
+    metrics = evaluate(trained.model, X_test, y_test, session.device)
+    return {
+        "selected": chosen.to_dict(),
+        "fallback_used": result.selected is None,
+        "realised_iterations": result.realised_iterations,
+        "charged_iterations": cfg.t_max,
+        "stopped_by": result.stopped_by,
+        "tuning_charge_seq": rounds.charge.seq,
+        "training_charge_seq": trained.charge_seq,
+        "utilities_computed": utilities.computed(),
+        "model_sha256": trained.model_sha256,
+        "validation_data": VALIDATION_NAME,
+        "public_data": FINAL_TEST_NAME,
+        **metrics,
+    }

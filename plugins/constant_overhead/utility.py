@@ -1,0 +1,105 @@
+"""The aggregated utility u_s = (1/k) Σ_i clip(Acc(V, θ_i), 0, 1) and its sensitivity (Ding et al. 2023, Alg. 1
+l. 2-11 and Lemma 2; subsample-and-aggregate, Nissim, Raskhodnikova & Smith 2007).
+
+Sensitivity (formula ``partition_average_utility``). Each term lies in [0, 1] and depends only on the records of
+its partition (and on public data: the validation set V, the candidate, a data-independent seed). A record's
+partition depends only on that record (:mod:`plugins.constant_overhead.partition`), so
+
+* add/remove one record: one partition changes, |Δu_s| ≤ 1/k (Lemma 2);
+* replace one record by another: the new record may hash to another partition, so two partitions change,
+  |Δu_s| ≤ 2/k.
+
+The utilities themselves are CONFIDENTIAL (unnoised functions of the private data): they are only ever passed to
+AboveThreshold queries and are never logged, returned or mirrored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from dpaudit import canonical
+from dpaudit.errors import AccountingError, InvalidParameter
+from dpaudit.sensitivity import Formula, Neighbouring, Norm, register_formula
+from dpaudit.validation import check_count
+from plugins.constant_overhead.candidates import Candidate
+
+FORMULA_ID = "partition_average_utility"
+SOURCE = ("Ding, Wu, Xu & Pan 2023 (Constant-overhead differentially private hyperparameter tuning), Alg. 1 "
+          "l. 2-11, Lemma 2 (add/remove: 1/k); replace-one: 2/k (the replacement may fall in another partition)")
+_SEED_RANGE = 2**63
+
+
+def partition_average_sensitivity(inputs: Mapping[str, Any], neighbouring: Neighbouring) -> float:
+    """1/k under add/remove, 2/k under replace-one, for utilities in [0, 1] averaged over k partitions."""
+    k = check_count("k", inputs["k"])
+    return (1.0 if Neighbouring(neighbouring) is Neighbouring.ADD_REMOVE else 2.0) / k
+
+
+FORMULA = register_formula(Formula(FORMULA_ID, "mean over k record-keyed partitions of a per-partition utility in "
+                                   "[0, 1]", SOURCE, Norm.L1, partition_average_sensitivity))
+
+
+def aggregate_utility(accuracies: Iterable[float]) -> float:
+    """(1/k) Σ_i clip(a_i, 0, 1) over the k partition accuracies (Alg. 1 l. 9, with the clip Lemma 2 needs).
+
+    Raises:
+        InvalidParameter: no accuracies.
+        AccountingError: a NaN accuracy (never silently clipped).
+    """
+    values = [float(a) for a in accuracies]
+    if not values:
+        raise InvalidParameter("aggregate_utility needs at least one partition accuracy")
+    if any(math.isnan(a) for a in values):
+        raise AccountingError("a partition accuracy is NaN")
+    return sum(min(1.0, max(0.0, a)) for a in values) / len(values)
+
+
+def derive_seed(base_seed: int, candidate: Candidate, partition: int) -> int:
+    """The seed of one partition model: SHA-256 of (base seed, candidate, partition index), public inputs only."""
+    blob = canonical.encode({"base": base_seed, "candidate": candidate.to_dict(), "partition": partition})
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") % _SEED_RANGE
+
+
+#: (partition X, partition y, candidate, seed) -> accuracy on the validation set
+PartitionScorer = Callable[[np.ndarray, np.ndarray, Candidate, int], float]
+
+
+class PartitionUtilities:
+    """u_s of candidates on fixed partitions, computed on first use and cached (CONFIDENTIAL values).
+
+    Args:
+        X, y: the private training features and labels.
+        members: for each of the k partitions, its row indices ordered by record id
+            (:func:`plugins.constant_overhead.partition.partition_members`).
+        score: trains a model on one partition and returns its accuracy on the public validation set.
+        base_seed: data-independent seed from which each partition model's seed is derived.
+    """
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, members: Sequence[np.ndarray], score: PartitionScorer,
+                 base_seed: int) -> None:
+        if len(X) != len(y):
+            raise InvalidParameter("X and y must have the same number of rows")
+        if not members:
+            raise InvalidParameter("need at least one partition")
+        self._X, self._y = X, y
+        self._members = [np.asarray(m, dtype=np.int64) for m in members]
+        self._score = score
+        self._base_seed = base_seed
+        self._cache: dict[Candidate, float] = {}
+
+    def __call__(self, candidate: Candidate) -> float:
+        """u_s of ``candidate`` (trains its k partition models the first time)."""
+        if candidate not in self._cache:
+            self._cache[candidate] = aggregate_utility(
+                self._score(self._X[m], self._y[m], candidate, derive_seed(self._base_seed, candidate, i))
+                for i, m in enumerate(self._members))
+        return self._cache[candidate]
+
+    def computed(self) -> int:
+        """How many candidates' utilities have been computed (public: it depends on the candidates only)."""
+        return len(self._cache)

@@ -1,0 +1,90 @@
+"""The plugin end to end on a small slice of Adult: the certificate composes T_max rounds (never the realised T),
+the fallback when nothing passes, PrivTrain and the adaptive proposer inside a session, and the session checks."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from dpaudit.accounting import get_accountant
+from dpaudit.errors import PluginError
+from dpaudit.events import PrivacyEvent, SelfComposedEvent, compose
+from dpaudit.ledger import read_records
+from dpaudit.verify import verify_bundle
+from plugins.constant_overhead import PLUGIN
+
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
+
+DELTA = 1e-5
+
+
+def _session(make_session, epsilon: float = 100.0, **kwargs):
+    kwargs.setdefault("public", PLUGIN.public)
+    return make_session(epsilon, DELTA, **kwargs)
+
+
+def _records(session, kind: str) -> list:
+    records, problems = read_records(session.ledger_path)
+    assert not problems
+    return [r for r in records if r.type == kind]
+
+
+def test_certificate_composes_t_max_rounds_not_the_realised_count(make_session):
+    t_max = 25
+    config = {**PLUGIN.smoke_config, "t_max": t_max, "granularity": 0.2}
+    s = _session(make_session)
+    out = PLUGIN.run(s, config)
+    certificate = s.close()
+    assert out["charged_iterations"] == t_max and out["realised_iterations"] < t_max
+    assert out["stopped_by"] == "step_zero"
+    infos = [r.body["info"] for r in _records(s, "info") if r.body["plugin"] == "constant-overhead"]
+    assert infos[-1]["realised_iterations"] == out["realised_iterations"]
+    tuning, training = (PrivacyEvent.from_dict(r.body["event"]) for r in _records(s, "charge"))
+    assert isinstance(tuning, SelfComposedEvent) and tuning.count == t_max
+    assert tuning.event.sensitivity.value == pytest.approx(1 / config["k"])
+    assert tuning.event.max_queries == len(config["candidates"])
+    accountant = get_accountant("tightest")
+    expected = accountant.epsilon(compose([tuning, training]), DELTA)
+    assert certificate["claim"]["epsilon"] == pytest.approx(expected, rel=1e-12)
+    realised = replace(tuning, count=out["realised_iterations"])
+    assert accountant.epsilon(compose([realised, training]), DELTA) < expected
+    assert set(PLUGIN.public) <= set(certificate["public_datasets"])
+    assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
+    assert 0.5 < out["test_accuracy"] <= 1.0
+    assert not any(key.startswith("util") and key != "utilities_computed" for key in out)
+
+
+def test_fallback_is_trained_and_released_when_nothing_passes(make_session):
+    """u0 = 0.95 and g = 0.04: the first threshold is 0.99, above every utility, with noise scale 4/(kϵ) = 0.02."""
+    config = {**PLUGIN.smoke_config, "u0": 0.95, "granularity": 0.04, "epsilon_round": 50.0, "t_max": 1,
+              "fallback": 2}
+    s = _session(make_session, epsilon=200.0)
+    out = PLUGIN.run(s, config)
+    s.close()
+    assert out["fallback_used"] and out["selected"] == config["candidates"][2]
+    assert out["realised_iterations"] == 1
+    info = [r.body["info"] for r in _records(s, "info") if r.body["plugin"] == "constant-overhead"][-1]
+    assert info["fallback_used"] and info["iterations"][0]["passed"] is None
+
+
+def test_privtrain_and_the_local_proposer_run_inside_a_session(make_session):
+    config = {**PLUGIN.smoke_config, "partition_training": "privtrain", "proposer": "local", "proposer_batch": 4,
+              "t_max": 6, "granularity": 0.02}
+    s = _session(make_session)
+    out = PLUGIN.run(s, config)
+    s.close()
+    assert out["utilities_computed"] >= len(config["candidates"])
+    tuning = PrivacyEvent.from_dict(_records(s, "charge")[0].body["event"])
+    assert tuning.count == 6 and tuning.event.max_queries == 4
+
+
+@pytest.mark.parametrize("kwargs, match", [({"public": ()}, "public"),
+                                           ({"protected": ("other",)}, "protected"),
+                                           ({"neighbouring": "replace_one"}, "add/remove")])
+def test_session_that_does_not_fit_is_refused_before_any_charge(make_session, kwargs, match):
+    s = _session(make_session, **kwargs)
+    with pytest.raises(PluginError, match=match):
+        PLUGIN.run(s, PLUGIN.smoke_config)
+    assert s.spent_epsilon() == 0.0
+    s.close()
