@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 
@@ -25,3 +26,14 @@ def encode(obj: Any) -> bytes:
 def sha256_hex(data: bytes) -> str:
     """Hex SHA-256 of ``data``."""
     return hashlib.sha256(data).hexdigest()
+
+
+def read_object(path: Path, error: type[Exception]) -> dict[str, Any]:
+    """Read a JSON file that must hold one object; anything else raises ``error`` naming the file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise error(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise error(f"{path} must hold a JSON object, got {type(data).__name__}")
+    return data

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from dpaudit import canonical
 from dpaudit.errors import BudgetExceeded, DPAuditError, InvalidParameter, PluginError, VerificationError
 
 USAGE_ERRORS = (InvalidParameter, PluginError, VerificationError)
@@ -120,7 +121,8 @@ def run_plugin(obj: dict, plugin: str, config_path: Path | None, epsilon: float,
 
     try:
         found = get_plugin(plugin)
-        config = dict(found.smoke_config) if config_path is None else _read_config(config_path)
+        config = (dict(found.smoke_config) if config_path is None
+                  else canonical.read_object(config_path, InvalidParameter))
         with Session(epsilon=epsilon, delta=delta, name=name or found.name, protected=found.protected or
                      ("private data set",), public=found.public, rng=SeededRandom(seed) if seed is not None else None,
                      store=obj["store"], tracking_uri=obj["tracking_uri"]) as session:
@@ -137,16 +139,6 @@ def run_plugin(obj: dict, plugin: str, config_path: Path | None, epsilon: float,
         click.echo(f"{found.name}: {certificate['guarantee']}\nrun folder {session.run_dir}")
         for key, value in results.items():
             click.echo(f"  {key}: {value}")
-
-
-def _read_config(path: Path) -> dict:
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InvalidParameter(f"cannot read config {path}: {exc}") from exc
-    if not isinstance(config, dict):
-        raise InvalidParameter(f"config {path} must hold a JSON object, got {type(config).__name__}")
-    return config
 
 
 @main.command()

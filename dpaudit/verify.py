@@ -17,12 +17,12 @@ Every check runs, and every failure is reported (not only the first):
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dpaudit import canonical
 from dpaudit import store as run_store
 from dpaudit.accounting import recheck
 from dpaudit.certificate import FORMAT, charged_events, collect_assumptions, unsigned
@@ -73,16 +73,6 @@ class VerificationReport:
                 "checks": [asdict(c) for c in self.checks], "claim": self.claim, "recheck": self.recheck}
 
 
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise VerificationError(f"cannot read {path.name}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise VerificationError(f"{path.name} is not a JSON object")
-    return data
-
-
 def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False) -> VerificationReport:
     """Verify an evidence bundle folder offline (no MLflow needed).
 
@@ -100,7 +90,7 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False) -> Verif
     for name in (run_store.LEDGER, run_store.CERTIFICATE, run_store.PUBLIC_KEY):
         if not (bundle / name).is_file():
             raise VerificationError(f"{bundle} has no {name}: not an evidence bundle or run folder")
-    certificate = _load_json(bundle / run_store.CERTIFICATE)
+    certificate = canonical.read_object(bundle / run_store.CERTIFICATE, VerificationError)
     public_pem = (bundle / run_store.PUBLIC_KEY).read_text(encoding="utf-8")
     records, problems = read_records(bundle / run_store.LEDGER)
     chain = problems + verify_chain(records)
