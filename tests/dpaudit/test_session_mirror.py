@@ -65,3 +65,16 @@ def test_confidential_log_needs_opt_in(make_session):
     with pytest.raises(DPAuditError, match="confidential"):
         s.log_confidential({"x": 1.0})
     s.close()
+
+
+def test_verify_by_mlflow_run_id_downloads_the_bundle(make_session, tmp_path):
+    """`dpaudit verify RUN_ID` with no local run folder fetches the artifacts from MLflow and verifies them."""
+    from dpaudit.runs import resolve_run
+    from dpaudit.verify import verify_bundle
+
+    s = make_session(mirror=True, name="remote")
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
+    s.close()
+    folder = resolve_run(s.run_id, store=tmp_path / "elsewhere")
+    assert folder != s.run_dir
+    assert verify_bundle(folder, allow_not_for_release=True).valid
