@@ -76,8 +76,8 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
              f"{chosen['noise_multiplier']}, epochs={chosen['epochs']}, batch_size={chosen['batch_size']}"
              f"{' (fallback: no candidate passed)' if result['fallback_used'] else ''}; realised iterations "
              f"{result['realised_iterations']} of {result['charged_iterations']} charged")
-        echo(f"  DP-SGD test accuracy on the public final-test half: {result['test_accuracy']:.3f}; epsilon spent "
-             f"{s.spent_epsilon():.4g}")
+        echo(f"  DP-SGD test accuracy on the public final-test half: {result['test_accuracy']:.3f}; budget filter's "
+             f"bound so far {s.spent_epsilon():.4g} (the certificate composes every charge more tightly)")
     certificate = s.close()
     verification = verify_bundle(s.run_dir, allow_not_for_release=seed is not None)
     claim = certificate["claim"]
