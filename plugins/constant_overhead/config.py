@@ -8,8 +8,9 @@ from typing import Any
 
 from dpaudit.errors import InvalidParameter
 from dpaudit.validation import check_count, check_epsilon, check_positive
-from plugins.constant_overhead.candidates import Candidate, check_shared_privacy_parameters, default_grid
+from plugins.constant_overhead.candidates import check_candidate_set, default_grid
 from plugins.constant_overhead.partition_training import MODES
+from plugins.opacus_training.candidates import Candidate
 from plugins.opacus_training.models import MODEL_KINDS
 
 PROPOSERS = ("grid", "local")
@@ -21,7 +22,8 @@ class ConstantOverheadConfig:
     """Parameters of one constant-overhead tuning-plus-training run (Ding et al. 2023, Alg. 1).
 
     Attributes:
-        candidates: the search space S (initial grid); all share (σ, epochs, batch size).
+        candidates: the search space S (initial grid); (σ, epochs, batch size) may vary, the final training is
+            charged as the grid's envelope.
         k: number of partitions (utility sensitivity 1/k).
         epsilon_round: ϵ of one AboveThreshold iteration (the paper's ϵ).
         t_max: iteration cap, charged in full whatever the realised T.
@@ -56,7 +58,7 @@ class ConstantOverheadConfig:
     test_rows: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "candidates", check_shared_privacy_parameters(self.candidates))
+        object.__setattr__(self, "candidates", check_candidate_set(self.candidates))
         check_count("k", self.k)
         check_epsilon(self.epsilon_round, "epsilon_round")
         check_count("t_max", self.t_max)

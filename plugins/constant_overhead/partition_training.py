@@ -28,7 +28,7 @@ from opacus import GradSampleModule
 from torch import nn
 
 from dpaudit.errors import InvalidParameter
-from plugins.constant_overhead.candidates import Candidate
+from plugins.opacus_training.candidates import Candidate
 from plugins.opacus_training.models import build_model
 
 MODES = ("train", "privtrain")

@@ -6,11 +6,16 @@ Order of operations (docs/plugins/constant-overhead.md):
    of the Adult test split;
 2. data-independent randomness from ``session.rng``: the partition key, the partition-model seed, the proposer's
    seed and the final model's initialisation seed;
-3. ONE charge for ``t_max`` AboveThreshold rounds (ϵ each, sensitivity 1/k), before any data is touched;
+3. the charges, before any record is used (only the public training-set size n is read): first the final
+   training's envelope (:func:`~plugins.opacus_training.candidates.grid_envelope` of the grid on n records: largest
+   q, smallest σ, most steps), then ONE charge for ``t_max`` AboveThreshold rounds (ϵ each, sensitivity 1/k); a
+   session that cannot pay for both refuses here;
 4. partitions by keyed hash of the record id; the utilities u_s of the grid (Alg. 1 l. 1-11);
 5. the elastic loop (l. 12-34), at most ``t_max`` rounds; the realised T is recorded as information;
 6. DP-SGD on the full training set with the selected candidate (or the fallback, if nothing passed) through
-   ``plugins.opacus_training.train_private``, which charges its own event;
+   ``plugins.opacus_training.train_private`` under the envelope charge, which dominates the selected candidate's
+   run parameter-wise (docs/accounting.md, "Envelope charges"), so the final training's privacy parameters are
+   fixed before the selection;
 7. accuracy of the final model on the public final-test half.
 """
 
@@ -25,7 +30,6 @@ import torch
 from dpaudit.data.adult import TRAIN_NAME, AdultData, load_adult
 from dpaudit.errors import PluginError
 from dpaudit.sensitivity import Neighbouring, from_formula
-from plugins.constant_overhead.candidates import Candidate
 from plugins.constant_overhead.config import ConstantOverheadConfig
 from plugins.constant_overhead.loop import LoopResult, run_elastic_loop
 from plugins.constant_overhead.partition import (
@@ -38,7 +42,9 @@ from plugins.constant_overhead.partition_training import accuracy, as_float_tens
 from plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
 from plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities
 from plugins.opacus_training import evaluate, train_private
+from plugins.opacus_training.candidates import Candidate, grid_envelope
 from plugins.opacus_training.models import build_model
+from plugins.opacus_training.training import MECHANISMS
 
 if TYPE_CHECKING:
     from dpaudit.session import Session
@@ -91,8 +97,8 @@ def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
 
     Raises:
         PluginError: the session does not name the data sets or uses replace-one neighbours.
-        BudgetExceeded: the session cannot pay for the tuning rounds (nothing is computed) or for the final
-            training (the tuning outcome is recorded; nothing is trained).
+        BudgetExceeded: the session cannot pay for the final training's envelope or for the tuning rounds
+            (nothing is computed).
     """
     cfg = ConstantOverheadConfig.from_mapping(config)
     _check_session(session)
@@ -100,19 +106,23 @@ def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
 
     key = draw_partition_key(session.rng)
     partition_seed, proposer_seed, init_seed = (session.rng.randbelow(_SEED_RANGE) for _ in range(3))
+    data = load_adult(train_rows=cfg.train_rows, test_rows=cfg.test_rows)
+    training_label = f"DP-SGD {cfg.model} on {TRAIN_NAME} with the selected hyperparameters (the grid's envelope)"
+    envelope = session.charge(grid_envelope(cfg.candidates, len(data.y_train), training_label), plugin=PLUGIN_NAME,
+                              mechanism=MECHANISMS["sgd"])
     sensitivity = from_formula(FORMULA_ID, session.neighbouring, k=cfg.k)
     rounds = session.above_threshold_rounds(
         sensitivity, cfg.epsilon_round, max_queries=cfg.max_batch, rounds=cfg.t_max, plugin=PLUGIN_NAME,
         label=f"elastic AboveThreshold over partition-average utilities (Ding et al. 2023, Alg. 1), k={cfg.k}")
     session.record_info(PLUGIN_NAME, {
-        "charge_seq": rounds.charge.seq, "t_max": cfg.t_max, "epsilon_round": cfg.epsilon_round, "k": cfg.k,
+        "charge_seq": rounds.charge.seq, "training_charge_seq": envelope.seq, "t_max": cfg.t_max,
+        "epsilon_round": cfg.epsilon_round, "k": cfg.k,
         "u0": cfg.u0, "granularity": cfg.granularity, "partition_training": cfg.partition_training,
         "proposer": cfg.proposer, "max_batch": cfg.max_batch, "candidates": [c.to_dict() for c in cfg.candidates],
         "fallback": cfg.fallback_candidate.to_dict(), "partition_key_sha256": key_fingerprint(key),
         "validation_data": VALIDATION_NAME, "final_test_data": FINAL_TEST_NAME,
     })
 
-    data = load_adult(train_rows=cfg.train_rows, test_rows=cfg.test_rows)
     X_val, y_val, X_test, y_test = split_public(data)
     V_X, V_y = as_float_tensor(X_val), as_float_tensor(y_val)
     n_features = data.X_train.shape[1]
@@ -145,7 +155,7 @@ def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
     trained = train_private(
         session, model, data.X_train, data.y_train, optimizer="sgd", lr=chosen.lr, epochs=chosen.epochs,
         batch_size=chosen.batch_size, max_grad_norm=chosen.max_grad_norm, noise_multiplier=chosen.noise_multiplier,
-        label=f"DP-SGD {cfg.model} on {TRAIN_NAME} with the selected hyperparameters", public_eval=(X_test, y_test))
+        label=training_label, public_eval=(X_test, y_test), charge=envelope)
     metrics = evaluate(trained.model, X_test, y_test, session.device)
     return {
         "selected": chosen.to_dict(),

@@ -26,7 +26,7 @@ from dpaudit import canonical
 from dpaudit.errors import AccountingError, InvalidParameter
 from dpaudit.sensitivity import Formula, Neighbouring, Norm, register_formula
 from dpaudit.validation import check_count
-from plugins.constant_overhead.candidates import Candidate
+from plugins.opacus_training.candidates import Candidate
 
 FORMULA_ID = "partition_average_utility"
 SOURCE = ("Ding, Wu, Xu & Pan 2023 (Constant-overhead differentially private hyperparameter tuning), Alg. 1 "

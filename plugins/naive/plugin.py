@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
@@ -19,12 +19,14 @@ from torch import nn
 from dpaudit.accounting import get_accountant
 from dpaudit.accounting.tightest import MEMBERS
 from dpaudit.data.adult import TRAIN_NAME
-from dpaudit.errors import AccountingError, UnsupportedEvent
+from dpaudit.errors import AccountingError, PluginError, UnsupportedEvent
 from dpaudit.events import PrivacyEvent, compose
 from plugins.naive.config import NaiveConfig
+from plugins.naive.noise_scale import noise_factor
 from plugins.opacus_training.candidates import (
     FINAL_TEST_NAME,
     VALIDATION_NAME,
+    Candidate,
     accuracy,
     candidate_event,
     require_protected_train,
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 
 PLUGIN_NAME = "naive"
 VERSION = "0.1.0"
+#: the fitted composition aims at ε_B·(1 − margin), so that the session's own check never fails on rounding
+_MARGIN = 1e-3
 
 
 @dataclass(frozen=True)
@@ -60,12 +64,34 @@ def composition_bounds(events: list[PrivacyEvent], delta: float) -> dict[str, fl
     return out
 
 
+def fitted_candidates(session: Session, candidates: tuple[Candidate, ...],
+                      dataset_size: int) -> tuple[tuple[Candidate, ...], float]:
+    """The grid with every σ multiplied by the common factor that fits the session budget (``fit_budget``).
+
+    Computed from public parameters (the grid, n, the budget) before any record is used, and recorded as ``info``.
+
+    Raises:
+        PluginError: the session has already charged something (the factor is for the whole budget).
+        InvalidParameter: no factor fits.
+    """
+    if session.spent_epsilon() > 0.0:
+        raise PluginError(f"{PLUGIN_NAME}: fit_budget splits the whole session budget; open a fresh session")
+    epsilon, delta = session.budget
+    events = [candidate_event(c, dataset_size, "fit") for c in candidates]
+    factor = noise_factor(events, epsilon * (1.0 - _MARGIN), delta)
+    fitted = tuple(replace(c, noise_multiplier=c.noise_multiplier * factor) for c in candidates)
+    session.record_info(PLUGIN_NAME, {"noise_factor": factor, "budget_split": "every sigma times one common factor, "
+                                      "by bisection on public parameters so that the composition fits the budget",
+                                      "candidates": [c.to_dict() for c in fitted]})
+    return fitted, factor
+
+
 def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
     """Train every candidate, release the best by accuracy on the public validation half.
 
     Raises:
-        InvalidParameter: a bad configuration.
-        PluginError: the session does not protect ``adult-train``.
+        InvalidParameter: a bad configuration; with ``fit_budget``, no noise factor fits.
+        PluginError: the session does not protect ``adult-train``; ``fit_budget`` in a session that already spent.
         BudgetExceeded: the session cannot pay for the next candidate (the ones already trained stay charged and
             released; nothing more is trained).
     """
@@ -75,8 +101,11 @@ def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
     session.register_plugin(PLUGIN_NAME, VERSION)
     data = tuning_data(cfg.train_rows, cfg.test_rows)
     mechanism = f"{MECHANISMS[cfg.optimizer]} {cfg.model} on {TRAIN_NAME}"
+    candidates, factor = cfg.candidates, 1.0
+    if cfg.fit_budget:
+        candidates, factor = fitted_candidates(session, cfg.candidates, len(data.y_train))
     best, scores, events = None, [], []
-    for index, candidate in enumerate(cfg.candidates):
+    for index, candidate in enumerate(candidates):
         label = f"candidate {index}: {mechanism}"
         result = train_candidate(session, candidate, data, model=cfg.model, hidden=cfg.hidden,
                                  optimizer=cfg.optimizer, label=label)
@@ -93,7 +122,8 @@ def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
     bounds = composition_bounds(events, delta)
     epsilon, source = get_accountant("tightest").epsilon_with_source(compose(events), delta)
     public = {
-        "method": PLUGIN_NAME, "selected": cfg.candidates[index].to_dict(), "candidate_index": index,
+        "method": PLUGIN_NAME, "selected": candidates[index].to_dict(), "candidate_index": index,
+        "noise_factor": factor,
         "model_sha256": result.model_sha256, "validation_accuracy": score, "test_accuracy": test_accuracy,
         "validation_accuracies": scores, "epsilon": epsilon, "delta": delta, "attained_by": source,
         "bounds": bounds, "charges": len(events), "public_data": [VALIDATION_NAME, FINAL_TEST_NAME],

@@ -1,8 +1,10 @@
-"""Candidate hyperparameter configurations for DP-SGD runs, as the tuning plugins (``randtune``, ``naive``) use them.
+"""Candidate hyperparameter configurations for DP-SGD runs, as the tuning plugins use them.
 
 A candidate is public and fixed before any data is seen: (lr, max_grad_norm C, noise_multiplier σ, epochs,
 batch_size B). Its privacy is that of :func:`~plugins.opacus_training.training.dp_sgd_event` with q = B/n and
 N = epochs × ⌊1/q⌋ steps; C scales the noise (σ·C) with the clipped gradients, so it does not change the privacy.
+:class:`Candidate` is the one candidate type of every tuning plugin (``naive``, ``randtune``, ``constant-overhead``);
+:func:`grid_envelope` is the one event that dominates every candidate of a grid.
 
 Selection uses public data only: the public Adult test split is cut in two fixed halves, the first for validation
 (scoring candidates) and the second as the final test set, so the score of a DP-trained model is a
@@ -11,6 +13,7 @@ post-processing of that model and costs no privacy.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
@@ -131,6 +134,37 @@ def candidate_event(candidate: Candidate, dataset_size: int, label: str) -> Pois
     plan = plan_from_loader(loader, candidate.epochs)
     return dp_sgd_event(plan, noise_multiplier=candidate.noise_multiplier, max_grad_norm=candidate.max_grad_norm,
                         label=label)
+
+
+def envelope_event(events: Sequence[PoissonSubsampledGaussianEvent], label: str) -> PoissonSubsampledGaussianEvent:
+    """The envelope of a grid's DP-SGD events: the largest sample rate q, the smallest noise multiplier σ and the
+    most steps N among them, which dominates each of them parameter-wise
+    (:func:`~plugins.opacus_training.training.parameter_dominated`; docs/accounting.md, "Envelope charges").
+
+    Its sensitivity and assumptions are those of the event with the largest clipping norm (the clipping norm does
+    not enter the privacy: each run's noise is σ times its own norm).
+
+    Raises:
+        PluginError: no event, or events about different neighbouring relations.
+    """
+    if not events:
+        raise PluginError("the envelope of an empty grid is undefined")
+    if len({e.neighbouring for e in events}) > 1:
+        raise PluginError("the grid's events use different neighbouring relations")
+    widest = max(events, key=lambda e: e.sensitivity.value)
+    return dataclasses.replace(widest, label=label, sample_rate=max(e.sample_rate for e in events),
+                               noise_multiplier=min(e.noise_multiplier for e in events),
+                               steps=max(e.steps for e in events))
+
+
+def grid_envelope(candidates: Sequence[Candidate], dataset_size: int, label: str) -> PoissonSubsampledGaussianEvent:
+    """:func:`envelope_event` of the candidates' trainings on ``dataset_size`` records (public quantities only).
+
+    Raises:
+        PluginError: an empty grid.
+        InvalidParameter: a batch size above ``dataset_size``.
+    """
+    return envelope_event([candidate_event(c, dataset_size, label) for c in candidates], label)
 
 
 def check_model_options(model: str, hidden: int, optimizer: str) -> None:

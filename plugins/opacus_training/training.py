@@ -14,10 +14,14 @@ The order of operations is what makes the accounting sound:
    data-dependent stopping time.
 4. Only the model's digest is recorded as the release; metrics on public evaluation data are logged unnoised.
 
-Under an existing charge (``charge=``, a :class:`~dpaudit.events.RepeatAndSelectEvent` whose base event dominates
-this run's event in RDP at every order, :func:`~dpaudit.accounting.rdp.rdp_dominated`) step 2 is replaced by that
-check and the run writes nothing to the ledger (no charge, info, metrics or release): it is one repetition of a
-repeat-and-select, and only the caller's selected output may be released.
+Under an existing charge (``charge=``) step 2 is replaced by a coverage check (:func:`check_covered`):
+
+* a :class:`~dpaudit.events.RepeatAndSelectEvent` whose base event dominates this run's event in RDP at every order
+  (:func:`~dpaudit.accounting.rdp.rdp_dominated`): the run writes nothing to the ledger (no charge, info, metrics or
+  release): it is one repetition of a repeat-and-select, and only the caller's selected output may be released;
+* an *envelope* :class:`~dpaudit.events.PoissonSubsampledGaussianEvent` charged before a private selection, which
+  dominates this run parameter-wise (:func:`parameter_dominated`, docs/accounting.md "Envelope charges"): the run
+  is recorded and released against that charge as if it had made it; an envelope covers one run only.
 
 Each step computes ``(Σ_{i∈batch} clip_C(∇ℓ_i) + N(0, σ²C² I)) / B`` (Opacus ``DPOptimizer``: flat clipping,
 ``loss_reduction="sum"`` per-example gradients, averaged by the *expected* batch size B, which is public, never
@@ -27,6 +31,7 @@ by the realised Poisson batch size, which is not).
 from __future__ import annotations
 
 import hashlib
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -301,11 +306,12 @@ def train_private(session: Session, model: nn.Module, X: np.ndarray | torch.Tens
         noise_multiplier: σ (noise standard deviation σ·C on the gradient sum).
         label: public description recorded with the event.
         public_eval: optional PUBLIC evaluation data; its metrics are logged unnoised after each epoch.
-        charge: an existing repeat-and-select charge that covers this run (module docstring); nothing is charged
-            or written to the ledger. None: charge this run's own event.
+        charge: an existing charge that covers this run (module docstring): a repeat-and-select (nothing is
+            charged or written to the ledger) or an unused envelope (the run is recorded and released against
+            it). None: charge this run's own event.
 
     Raises:
-        InvalidParameter: bad data or hyperparameters; ``public_eval`` together with ``charge``.
+        InvalidParameter: bad data or hyperparameters; ``public_eval`` together with a repeat-and-select ``charge``.
         PluginError: the session is not add/remove or the model is incompatible with Opacus.
         BudgetExceeded: the session cannot pay for the N steps (nothing is trained).
     """
@@ -349,12 +355,16 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
     if errors:
         raise PluginError(f"{PLUGIN_NAME}: model is not compatible with per-example clipping: {errors}")
     event = dp_sgd_event(plan, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, label=label)
+    repetition = charge is not None and isinstance(charge.event, RepeatAndSelectEvent)
     if charge is not None:
         if not session.holds(charge):
             raise PluginError(f"{PLUGIN_NAME}: charge {charge.seq} was not made by this session")
         check_covered(charge.event, event)
-        if public_eval is not None:
+        if repetition and public_eval is not None:
             raise InvalidParameter("a repetition under a repeat-and-select charge logs nothing: pass no public_eval")
+        if not repetition:
+            _claim_envelope(session, charge)
+    enveloped = charge is not None and not repetition
 
     gsm = GradSampleModule(model, batch_first=True, loss_reduction="sum", strict=True)
     try:
@@ -369,7 +379,6 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
             generator=_torch_generator(session, device),
             secure_mode=False,
         )
-        repetition = charge is not None
         if charge is None:
             charge = session.charge(event, plugin=PLUGIN_NAME, mechanism=MECHANISMS[optimizer])
         train_loss = _train_loop(session, gsm, dp_optimizer, loader, plan, public_eval)
@@ -385,6 +394,7 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
         return result
     session.record_info(PLUGIN_NAME, {
         "charge_seq": charge.seq,
+        "covered_by_envelope": enveloped,
         "mechanism": MECHANISMS[optimizer],
         "planned_steps": plan.steps,
         "realised_steps": dp_optimizer.steps_taken,
@@ -404,17 +414,56 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
     return result
 
 
+def parameter_dominated(run: PoissonSubsampledGaussianEvent, by: PoissonSubsampledGaussianEvent) -> bool:
+    """Whether ``by`` dominates ``run`` parameter-wise: same neighbouring relation, q_run ≤ q, σ_run ≥ σ, N_run ≤ N.
+
+    Then every (ε, δ) (hockey-stick) bound of ``by`` holds for ``run``, whatever accountant derived it
+    (docs/accounting.md, "Envelope charges"): a larger σ is post-processing by extra Gaussian noise; a smaller
+    rate q' = (q'/q)·q makes each step's output law on the larger data set a convex combination of the q-mixture
+    and the law without the differing record, and hockey-stick divergences are jointly convex; fewer steps drop
+    outputs. The clipping norm does not enter: each event's noise is σ times its own sensitivity.
+    """
+    return (run.neighbouring is by.neighbouring and run.sample_rate <= by.sample_rate
+            and run.noise_multiplier >= by.noise_multiplier and run.steps <= by.steps)
+
+
 def check_covered(charged: PrivacyEvent, run: PoissonSubsampledGaussianEvent) -> None:
-    """Refuse to run ``run`` under ``charged`` unless ``charged`` is a repeat-and-select whose base dominates it.
+    """Refuse to run ``run`` under ``charged`` unless ``charged`` covers it.
+
+    ``charged`` covers ``run`` if it is a repeat-and-select whose base dominates ``run`` in RDP at every order
+    (the bounds of Papernot & Steinke 2022 need RDP only), or a Poisson-subsampled Gaussian envelope that dominates
+    it parameter-wise (:func:`parameter_dominated`; RDP dominance would not do: the certificate may compose the
+    envelope by PLD, which needs dominance of the privacy profile).
 
     Raises:
-        PluginError: ``charged`` is not a repeat-and-select, or its base does not dominate ``run`` in RDP.
+        PluginError: ``charged`` is of another kind, or does not dominate ``run``.
     """
-    if not isinstance(charged, RepeatAndSelectEvent):
-        raise PluginError(f"{PLUGIN_NAME}: only a repeat_and_select charge can cover a run, got {charged.kind}")
-    if not rdp_dominated(run, charged.event):
+    if isinstance(charged, RepeatAndSelectEvent):
+        covered = rdp_dominated(run, charged.event)
+    elif isinstance(charged, PoissonSubsampledGaussianEvent):
+        covered = parameter_dominated(run, charged)
+    else:
+        raise PluginError(f"{PLUGIN_NAME}: only a repeat_and_select or poisson_subsampled_gaussian charge can cover a "
+                          f"run, got {charged.kind}")
+    if not covered:
         raise PluginError(f"{PLUGIN_NAME}: this run (q={run.sample_rate}, sigma={run.noise_multiplier}, "
-                          f"steps={run.steps}) is not dominated by the charged base event")
+                          f"steps={run.steps}) is not dominated by the charged {charged.kind} event")
+
+
+#: envelope charges already used, per session: an envelope covers one run
+_ENVELOPES_USED: weakref.WeakKeyDictionary[Session, set[int]] = weakref.WeakKeyDictionary()
+
+
+def _claim_envelope(session: Session, charge: Charge) -> None:
+    """Mark the envelope ``charge`` as used by this run.
+
+    Raises:
+        PluginError: it already covered a run of this session.
+    """
+    used = _ENVELOPES_USED.setdefault(session, set())
+    if charge.seq in used:
+        raise PluginError(f"{PLUGIN_NAME}: envelope charge {charge.seq} already covered a run; it covers one run only")
+    used.add(charge.seq)
 
 
 def _train_loop(session: Session, gsm: GradSampleModule, dp_optimizer: CappedDPOptimizer, loader: DataLoader,

@@ -23,6 +23,7 @@ from dpaudit.accounting.rdp import rdp_dominated
 from dpaudit.errors import PluginError
 from dpaudit.events import PoissonSubsampledGaussianEvent
 from dpaudit.sensitivity import Assumption
+from plugins.opacus_training.candidates import envelope_event
 
 REPETITION_ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
@@ -46,19 +47,16 @@ REPETITION_ASSUMPTIONS: tuple[Assumption, ...] = (
 
 
 def dominating_event(events: Sequence[PoissonSubsampledGaussianEvent], label: str) -> PoissonSubsampledGaussianEvent:
-    """The envelope (max q, min σ, max N) of the candidates' events, checked to dominate each of them in RDP.
+    """The envelope (max q, min σ, max N; :func:`~plugins.opacus_training.candidates.envelope_event`) of the
+    candidates' events, checked to dominate each of them in RDP.
 
     Raises:
         PluginError: no candidate, or a candidate whose RDP curve exceeds the envelope's at some order.
     """
     if not events:
         raise PluginError("randtune needs at least one candidate")
-    widest = max(events, key=lambda e: e.sensitivity.value)
-    base = dataclasses.replace(
-        widest, label=label, assumptions=widest.assumptions + REPETITION_ASSUMPTIONS,
-        sample_rate=max(e.sample_rate for e in events), noise_multiplier=min(e.noise_multiplier for e in events),
-        steps=max(e.steps for e in events),
-    )
+    envelope = envelope_event(events, label)
+    base = dataclasses.replace(envelope, assumptions=envelope.assumptions + REPETITION_ASSUMPTIONS)
     for i, e in enumerate(events):
         if not rdp_dominated(e, base):
             raise PluginError(f"randtune: candidate {i} (q={e.sample_rate}, sigma={e.noise_multiplier}, "

@@ -1,5 +1,6 @@
-"""The plugin end to end on a small slice of Adult: the certificate composes T_max rounds (never the realised T),
-the fallback when nothing passes, PrivTrain and the adaptive proposer inside a session, and the session checks."""
+"""The plugin end to end on a small slice of Adult: the certificate composes T_max rounds (never the realised T) and
+the final training's envelope, charged before any record is used; grids varying σ, epochs and B; the fallback when
+nothing passes, PrivTrain and the adaptive proposer inside a session, and the session checks."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from dpaudit.accounting import get_accountant
-from dpaudit.errors import PluginError
+from dpaudit.errors import BudgetExceeded, PluginError
 from dpaudit.events import PrivacyEvent, SelfComposedEvent, compose
 from dpaudit.ledger import read_records
 from dpaudit.verify import verify_bundle
@@ -40,7 +41,7 @@ def test_certificate_composes_t_max_rounds_not_the_realised_count(make_session):
     assert out["stopped_by"] == "step_zero"
     infos = [r.body["info"] for r in _records(s, "info") if r.body["plugin"] == "constant-overhead"]
     assert infos[-1]["realised_iterations"] == out["realised_iterations"]
-    tuning, training = (PrivacyEvent.from_dict(r.body["event"]) for r in _records(s, "charge"))
+    training, tuning = (PrivacyEvent.from_dict(r.body["event"]) for r in _records(s, "charge"))
     assert isinstance(tuning, SelfComposedEvent) and tuning.count == t_max
     assert tuning.event.sensitivity.value == pytest.approx(1 / config["k"])
     assert tuning.event.max_queries == len(config["candidates"])
@@ -75,7 +76,7 @@ def test_privtrain_and_the_local_proposer_run_inside_a_session(make_session):
     out = PLUGIN.run(s, config)
     s.close()
     assert out["utilities_computed"] >= len(config["candidates"])
-    tuning = PrivacyEvent.from_dict(_records(s, "charge")[0].body["event"])
+    tuning = PrivacyEvent.from_dict(_records(s, "charge")[1].body["event"])
     assert tuning.count == 6 and tuning.event.max_queries == 4
 
 
@@ -87,4 +88,34 @@ def test_session_that_does_not_fit_is_refused_before_any_charge(make_session, kw
     with pytest.raises(PluginError, match=match):
         PLUGIN.run(s, PLUGIN.smoke_config)
     assert s.spent_epsilon() == 0.0
+    s.close()
+
+
+def test_a_grid_varying_sigma_epochs_and_batch_size_is_trained_under_its_envelope(make_session):
+    """The final training is charged (first) as the grid's envelope, largest q, smallest σ, most steps, and the
+    selected candidate's run is recorded and released against that charge."""
+    grid = [{"lr": 2.0, "max_grad_norm": 1.0, "noise_multiplier": 1.0, "epochs": 1, "batch_size": 64},
+            {"lr": 0.5, "max_grad_norm": 2.0, "noise_multiplier": 2.0, "epochs": 2, "batch_size": 32},
+            {"lr": 8.0, "max_grad_norm": 0.5, "noise_multiplier": 1.5, "epochs": 1, "batch_size": 128}]
+    s = _session(make_session)
+    out = PLUGIN.run(s, {**PLUGIN.smoke_config, "candidates": grid})
+    s.close()
+    charges = _records(s, "charge")
+    envelope = PrivacyEvent.from_dict(charges[0].body["event"])
+    assert (envelope.sample_rate, envelope.noise_multiplier, envelope.steps) == (128 / 2000, 1.0, 2 * (2000 // 32))
+    assert out["training_charge_seq"] == charges[0].seq and len(charges) == 2
+    releases = [r for r in _records(s, "release") if r.body["charge_seq"] == charges[0].seq]
+    assert [r.body["output"]["model_sha256"] for r in releases] == [out["model_sha256"]]
+    info = [r.body["info"] for r in _records(s, "info") if r.body["plugin"] == "opacus-training"]
+    assert info[-1]["covered_by_envelope"] and info[-1]["noise_multiplier"] == out["selected"]["noise_multiplier"]
+    assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
+
+
+def test_a_session_that_cannot_pay_for_the_final_training_refuses_before_touching_data(make_session, monkeypatch):
+    monkeypatch.setattr("plugins.constant_overhead.plugin.PartitionUtilities",
+                        lambda *a, **k: pytest.fail("utilities computed"))
+    s = _session(make_session, epsilon=0.1)
+    with pytest.raises(BudgetExceeded):
+        PLUGIN.run(s, PLUGIN.smoke_config)
+    assert s.spent_epsilon() == 0.0 and not _records(s, "charge")
     s.close()

@@ -15,18 +15,18 @@ import pytest
 
 from dpaudit.errors import AccountingError, InvalidParameter
 from dpaudit.sensitivity import FORMULAS, Neighbouring, from_formula
-from plugins.constant_overhead.candidates import Candidate
 from plugins.constant_overhead.partition import assign_partitions, partition_members
 from plugins.constant_overhead.partition_training import accuracy, train_partition_model
 from plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities, aggregate_utility, derive_seed
+from plugins.opacus_training.candidates import Candidate
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 
 K = 4
 KEY = bytes(range(32))
-CANDIDATES = (Candidate(lr=0.5, max_grad_norm=1.0, epochs=2, batch_size=4),
-              Candidate(lr=4.0, max_grad_norm=0.5, epochs=2, batch_size=4),
-              Candidate(lr=20.0, max_grad_norm=5.0, epochs=1, batch_size=2))
+CANDIDATES = (Candidate(lr=0.5, max_grad_norm=1.0, noise_multiplier=1.0, epochs=2, batch_size=4),
+              Candidate(lr=4.0, max_grad_norm=0.5, noise_multiplier=1.0, epochs=2, batch_size=4),
+              Candidate(lr=20.0, max_grad_norm=5.0, noise_multiplier=1.0, epochs=1, batch_size=2))
 
 
 def _synthetic(n: int, seed: int, p_one: float) -> tuple[np.ndarray, np.ndarray]:

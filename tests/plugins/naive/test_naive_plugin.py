@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpaudit.errors import InvalidParameter
+from dpaudit.errors import InvalidParameter, PluginError
 from dpaudit.events import PoissonSubsampledGaussianEvent, PrivacyEvent
 from dpaudit.ledger import read_records
 from dpaudit.verify import verify_bundle
@@ -36,7 +36,29 @@ def test_one_charge_per_candidate_and_the_composed_bound(make_session):
     assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
 
 
-@pytest.mark.parametrize("bad", [{"candidates": []}, {"optimizer": "rmsprop"}, {"distribution": "geometric"}])
+def test_fit_budget_scales_every_sigma_by_one_factor_so_the_grid_fits(make_session):
+    """The smoke grid costs 0.53 > ε = 0.3 (δ = 10⁻⁵); with ``fit_budget`` every σ is multiplied by one factor,
+    recorded before the first charge, and the certificate stays within the budget."""
+    s = make_session(epsilon=0.3, public=PLUGIN.public)
+    out = tune(s, {**CONFIG, "fit_budget": True}).public
+    cert = s.close()
+    records, _ = read_records(s.ledger_path)
+    factor = out["noise_factor"]
+    assert factor > 1.0 and cert["claim"]["epsilon"] <= 0.3
+    first_charge = next(i for i, r in enumerate(records) if r.type == "charge")
+    assert any(r.type == "info" and r.body["info"].get("noise_factor") == factor for r in records[:first_charge])
+    sigmas = [PrivacyEvent.from_dict(r.body["event"]).noise_multiplier for r in records if r.type == "charge"]
+    assert sigmas == pytest.approx([c["noise_multiplier"] * factor for c in CONFIG["candidates"]], rel=1e-12)
+    assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
+    spent = make_session(epsilon=2.0, public=PLUGIN.public, name="spent")
+    spent.laplace(1.0, 1.0, 0.1)
+    with pytest.raises(PluginError, match="fresh session"):
+        tune(spent, {**CONFIG, "fit_budget": True})
+    spent.close()
+
+
+@pytest.mark.parametrize("bad", [{"candidates": []}, {"optimizer": "rmsprop"}, {"distribution": "geometric"},
+                                 {"fit_budget": "yes"}])
 def test_bad_configs(make_session, bad):
     s = make_session()
     with pytest.raises(InvalidParameter):

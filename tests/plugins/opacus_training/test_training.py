@@ -16,9 +16,9 @@ from torch.utils.data import DataLoader, TensorDataset
 from dpaudit import BudgetExceeded, PluginError
 from dpaudit.data import load_adult
 from dpaudit.errors import AccountingError, InvalidParameter
-from dpaudit.events import PoissonSubsampledGaussianEvent
+from dpaudit.events import PoissonSubsampledGaussianEvent, SelfComposedEvent
 from dpaudit.ledger import read_records
-from dpaudit.sensitivity import Neighbouring
+from dpaudit.sensitivity import Neighbouring, from_formula
 from plugins.opacus_training import PLUGIN, CappedDPOptimizer, state_dict_sha256, train_private, train_private_loader
 from plugins.opacus_training.models import build_model
 
@@ -289,11 +289,55 @@ def test_a_charge_that_does_not_cover_the_run_is_refused(make_session, small):
         with pytest.raises(PluginError, match="not dominated"):
             train_private(s, model, small.X_train, small.y_train, charge=charge,
                           **{**HYPER, **bad})
-    plain = s.charge(base, plugin="test", mechanism="dp-sgd")
-    with pytest.raises(PluginError, match="repeat_and_select"):
-        train_private(s, model, small.X_train, small.y_train, epochs=1, batch_size=64, charge=plain, **HYPER)
+    twice = s.charge(SelfComposedEvent(event=base, count=2), plugin="test", mechanism="dp-sgd")
+    with pytest.raises(PluginError, match="repeat_and_select or poisson_subsampled_gaussian"):
+        train_private(s, model, small.X_train, small.y_train, epochs=1, batch_size=64, charge=twice, **HYPER)
     other = make_session(name="other")
     with pytest.raises(PluginError, match="not made by this session"):
         train_private(other, model, small.X_train, small.y_train, epochs=1, batch_size=64, charge=charge, **HYPER)
     other.close()
+    s.close()
+
+
+def test_parameter_dominance_is_checked_field_by_field():
+    from plugins.opacus_training.training import parameter_dominated
+
+    sensitivity = from_formula("clipped_gradient_sum", Neighbouring.ADD_REMOVE, clip_norm=1.0)
+
+    def event(q: float, sigma: float, steps: int) -> PoissonSubsampledGaussianEvent:
+        return PoissonSubsampledGaussianEvent(neighbouring=Neighbouring.ADD_REMOVE, sensitivity=sensitivity,
+                                              label="e", sample_rate=q, noise_multiplier=sigma, steps=steps)
+
+    envelope = event(0.1, 1.0, 100)
+    assert parameter_dominated(event(0.1, 1.0, 100), envelope)
+    assert parameter_dominated(event(0.05, 2.0, 10), envelope)
+    for bad in (event(0.2, 1.0, 100), event(0.1, 0.9, 100), event(0.1, 1.0, 101)):
+        assert not parameter_dominated(bad, envelope)
+
+
+def test_an_envelope_charge_covers_one_dominated_run_recorded_and_released_against_it(make_session, small):
+    """A plain Poisson-subsampled Gaussian charge (the envelope of a grid, charged before the selection) covers one
+    run it dominates parameter-wise: that run charges nothing more, logs and releases against the envelope."""
+    from plugins.opacus_training.candidates import Candidate, grid_envelope
+
+    s = make_session()
+    grid = [Candidate(2.0, 1.0, 1.0, 1, 64), Candidate(0.5, 3.0, 2.0, 2, 32)]
+    envelope = s.charge(grid_envelope(grid, len(small.y_train), "envelope"), plugin="test", mechanism="dp-sgd")
+    assert (envelope.event.sample_rate, envelope.event.noise_multiplier, envelope.event.steps) == (
+        64 / 1000, 1.0, 2 * (1000 // 32))
+    assert envelope.event.sensitivity.value == 3.0
+    spent = s.spent_epsilon()
+    model = build_model("logreg", small.X_train.shape[1], 1)
+    result = train_private(s, model, small.X_train, small.y_train, epochs=2, batch_size=32, charge=envelope,
+                           public_eval=(small.X_test, small.y_test), **{**HYPER, "noise_multiplier": 2.0})
+    assert result.charge_seq == envelope.seq and s.spent_epsilon() == spent
+    assert len(_records(s, "charge")) == 1
+    (release,) = _records(s, "release")
+    assert release.body["charge_seq"] == envelope.seq
+    assert release.body["output"]["model_sha256"] == result.model_sha256
+    with pytest.raises(PluginError, match="one run only"):
+        train_private(s, model, small.X_train, small.y_train, epochs=1, batch_size=64, charge=envelope, **HYPER)
+    second = s.charge(envelope.event, plugin="test", mechanism="dp-sgd")
+    with pytest.raises(PluginError, match="not dominated"):
+        train_private(s, model, small.X_train, small.y_train, epochs=1, batch_size=128, charge=second, **HYPER)
     s.close()
