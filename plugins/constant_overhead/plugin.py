@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from dpaudit.data.adult import TRAIN_NAME, AdultData, load_adult
+from dpaudit.data.adult import TRAIN_NAME, load_adult
 from dpaudit.errors import PluginError
 from dpaudit.sensitivity import Neighbouring, from_formula
 from plugins.constant_overhead.config import ConstantOverheadConfig
@@ -42,7 +42,13 @@ from plugins.constant_overhead.partition_training import accuracy, as_float_tens
 from plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
 from plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities
 from plugins.opacus_training import evaluate, train_private
-from plugins.opacus_training.candidates import Candidate, grid_envelope
+from plugins.opacus_training.candidates import (
+    FINAL_TEST_NAME,
+    VALIDATION_NAME,
+    Candidate,
+    grid_envelope,
+    split_public,
+)
 from plugins.opacus_training.models import build_model
 from plugins.opacus_training.training import MECHANISMS
 
@@ -51,17 +57,7 @@ if TYPE_CHECKING:
 
 PLUGIN_NAME = "constant-overhead"
 VERSION = "0.1.0"
-VALIDATION_NAME = "adult-test first half (validation)"
-"""Public validation data V: the first ⌊m/2⌋ records of the loaded Adult test split (m records)."""
-FINAL_TEST_NAME = "adult-test second half (final test)"
-"""Public final test data: the remaining records of the loaded Adult test split."""
 _SEED_RANGE = 2**63
-
-
-def split_public(data: AdultData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(X_val, y_val, X_test, y_test): the first half of the public test split validates, the second tests."""
-    half = len(data.y_test) // 2
-    return data.X_test[:half], data.y_test[:half], data.X_test[half:], data.y_test[half:]
 
 
 def _check_session(session: Session) -> None:

@@ -117,11 +117,19 @@ def tuning_data(train_rows: int | None, test_rows: int | None) -> TuningData:
         InvalidParameter: fewer than 2 public records.
     """
     data: AdultData = load_adult(train_rows=train_rows, test_rows=test_rows)
+    return TuningData(data.X_train, data.y_train, *split_public(data))
+
+
+def split_public(data: AdultData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(X_val, y_val, X_test, y_test): the first ⌊m/2⌋ public test records validate, the rest test.
+
+    Raises:
+        InvalidParameter: fewer than 2 public records.
+    """
     half = len(data.y_test) // 2
     if half == 0:
         raise InvalidParameter("need at least 2 public evaluation records to split into validation and test")
-    return TuningData(data.X_train, data.y_train, data.X_test[:half], data.y_test[:half], data.X_test[half:],
-                      data.y_test[half:])
+    return data.X_test[:half], data.y_test[:half], data.X_test[half:], data.y_test[half:]
 
 
 def candidate_event(candidate: Candidate, dataset_size: int, label: str) -> PoissonSubsampledGaussianEvent:
