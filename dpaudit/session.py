@@ -40,6 +40,7 @@ from dpaudit.events import (
     PrivacyEvent,
     RepeatAndSelectEvent,
     SelfComposedEvent,
+    compose,
     neighbouring_of,
 )
 from dpaudit.ledger import Ledger, Record
@@ -381,6 +382,15 @@ class Session:
         (the realised count is information only). Each round's threshold is given when the round starts and must
         be public (chosen from earlier noisy outputs or fixed in advance).
         """
+        event = self.above_threshold_rounds_event(sensitivity, epsilon, max_queries=max_queries, rounds=rounds,
+                                                  label=label, grid=grid)
+        leaf = event if isinstance(event, AboveThresholdEvent) else event.event
+        return AboveThresholdRounds(self, self.charge(event, plugin=plugin, mechanism="above_threshold"), leaf,
+                                    rounds)
+
+    def above_threshold_rounds_event(self, sensitivity: float | Sensitivity, epsilon: float, *, max_queries: int,
+                                     rounds: int, label: str = "", grid: float | None = None) -> PrivacyEvent:
+        """The event :meth:`above_threshold_rounds` charges, calibrated, not charged (for :meth:`check_affordable`)."""
         sens = _as_sensitivity(sensitivity, Norm.L1, "above_threshold")
         epsilon = check_epsilon(epsilon)
         check_count("max_queries", max_queries)
@@ -389,9 +399,31 @@ class Session:
         t_scale, q_scale = calibration.calibrate_above_threshold(epsilon, sens.value, grid)
         leaf = AboveThresholdEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label, epsilon=epsilon,
                                    threshold_scale=t_scale, query_scale=q_scale, grid=grid, max_queries=max_queries)
-        event = leaf if rounds == 1 else SelfComposedEvent(event=leaf, count=rounds)
-        return AboveThresholdRounds(self, self.charge(event, plugin=plugin, mechanism="above_threshold"), leaf,
-                                    rounds)
+        return leaf if rounds == 1 else SelfComposedEvent(event=leaf, count=rounds)
+
+    def check_affordable(self, events: Sequence[PrivacyEvent]) -> float:
+        """Check, without charging, that ``events`` together fit what is left of the budget.
+
+        A plugin that will charge several events (e.g. a final training's envelope and T_max tuning rounds) calls
+        this first, so that a plan the budget cannot pay for is refused before anything is charged or computed.
+        Charges made in between by other threads can still make a later charge fail.
+
+        Returns:
+            The filter's upper bound on the composed ε if every event were charged.
+
+        Raises:
+            BudgetExceeded: the plan does not fit (nothing is charged).
+        """
+        self._check_open()
+        if not events:
+            raise InvalidParameter("check_affordable needs at least one event")
+        for event in events:
+            relation = neighbouring_of(event)
+            if relation is not self.neighbouring:
+                raise UnsupportedEvent(f"event is about {relation.value} neighbours but the session protects "
+                                       f"{self.neighbouring.value}")
+        with self._filter.lock:
+            return self._filter.admit(compose(list(events))).epsilon
 
     def repeat_and_select(self, base_event: PrivacyEvent, distribution: str, params: Mapping[str, float], *,
                           plugin: str, label: str = "") -> tuple[Charge, int]:

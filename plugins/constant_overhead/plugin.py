@@ -8,8 +8,9 @@ Order of operations (docs/plugins/constant-overhead.md):
    seed and the final model's initialisation seed;
 3. the charges, before any record is used (only the public training-set size n is read): first the final
    training's envelope (:func:`~plugins.opacus_training.candidates.grid_envelope` of the grid on n records: largest
-   q, smallest σ, most steps), then ONE charge for ``t_max`` AboveThreshold rounds (ϵ each, sensitivity 1/k); a
-   session that cannot pay for both refuses here;
+   q, smallest σ, most steps), then ONE charge for ``t_max`` AboveThreshold rounds (ϵ each, sensitivity 1/k); both
+   are checked together with ``Session.check_affordable`` first, so a session that cannot pay for both refuses
+   before charging either;
 4. partitions by keyed hash of the record id; the utilities u_s of the grid (Alg. 1 l. 1-11);
 5. the elastic loop (l. 12-34), at most ``t_max`` rounds; the realised T is recorded as information;
 6. DP-SGD on the full training set with the selected candidate (or the fallback, if nothing passed) through
@@ -104,12 +105,14 @@ def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
     partition_seed, proposer_seed, init_seed = (session.rng.randbelow(_SEED_RANGE) for _ in range(3))
     data = load_adult(train_rows=cfg.train_rows, test_rows=cfg.test_rows)
     training_label = f"DP-SGD {cfg.model} on {TRAIN_NAME} with the selected hyperparameters (the grid's envelope)"
-    envelope = session.charge(grid_envelope(cfg.candidates, len(data.y_train), training_label), plugin=PLUGIN_NAME,
-                              mechanism=MECHANISMS["sgd"])
+    training_event = grid_envelope(cfg.candidates, len(data.y_train), training_label)
     sensitivity = from_formula(FORMULA_ID, session.neighbouring, k=cfg.k)
-    rounds = session.above_threshold_rounds(
-        sensitivity, cfg.epsilon_round, max_queries=cfg.max_batch, rounds=cfg.t_max, plugin=PLUGIN_NAME,
-        label=f"elastic AboveThreshold over partition-average utilities (Ding et al. 2023, Alg. 1), k={cfg.k}")
+    rounds_label = f"elastic AboveThreshold over partition-average utilities (Ding et al. 2023, Alg. 1), k={cfg.k}"
+    session.check_affordable([training_event, session.above_threshold_rounds_event(
+        sensitivity, cfg.epsilon_round, max_queries=cfg.max_batch, rounds=cfg.t_max, label=rounds_label)])
+    envelope = session.charge(training_event, plugin=PLUGIN_NAME, mechanism=MECHANISMS["sgd"])
+    rounds = session.above_threshold_rounds(sensitivity, cfg.epsilon_round, max_queries=cfg.max_batch,
+                                            rounds=cfg.t_max, plugin=PLUGIN_NAME, label=rounds_label)
     session.record_info(PLUGIN_NAME, {
         "charge_seq": rounds.charge.seq, "training_charge_seq": envelope.seq, "t_max": cfg.t_max,
         "epsilon_round": cfg.epsilon_round, "k": cfg.k,

@@ -299,3 +299,14 @@ def test_repeat_and_select_k_follows_its_law(make_session):
         draws.append([s.repeat_and_select(_dpsgd(1), "geometric", {"gamma": 0.5}, plugin="t")[1] for _ in range(5)])
         s.close()
     assert draws[0] == draws[1] and all(k >= 1 for k in draws[0])
+
+
+def test_check_affordable_charges_nothing(make_session):
+    s = make_session(epsilon=0.8)
+    plan = [s.above_threshold_rounds_event(1.0, 0.3, max_queries=2, rounds=2),
+            s.above_threshold_rounds_event(1.0, 0.3, max_queries=2, rounds=1)]
+    assert s.check_affordable(plan[:1]) == pytest.approx(0.6, rel=1e-6)
+    with pytest.raises(BudgetExceeded):
+        s.check_affordable(plan)  # 2 × 0.3 + 0.3 > 0.8
+    assert _types(s) == ["open"] and s.spent_epsilon() == 0.0
+    s.close()

@@ -119,3 +119,20 @@ def test_a_session_that_cannot_pay_for_the_final_training_refuses_before_touchin
         PLUGIN.run(s, PLUGIN.smoke_config)
     assert s.spent_epsilon() == 0.0 and not _records(s, "charge")
     s.close()
+
+
+def test_a_budget_for_the_training_alone_charges_nothing(make_session, monkeypatch):
+    """The envelope fits but envelope + T_max rounds do not: refused before either is charged."""
+    from plugins.constant_overhead.config import ConstantOverheadConfig
+    from plugins.opacus_training.candidates import grid_envelope
+
+    monkeypatch.setattr("plugins.constant_overhead.plugin.PartitionUtilities",
+                        lambda *a, **k: pytest.fail("utilities computed"))
+    cfg = ConstantOverheadConfig.from_mapping(PLUGIN.smoke_config)
+    envelope = grid_envelope(cfg.candidates, cfg.train_rows, "envelope")
+    alone = get_accountant("tightest").epsilon(envelope, DELTA)
+    s = _session(make_session, epsilon=alone * 1.01)
+    with pytest.raises(BudgetExceeded):
+        PLUGIN.run(s, PLUGIN.smoke_config)
+    assert s.spent_epsilon() == 0.0 and not _records(s, "charge")
+    s.close()
