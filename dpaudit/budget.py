@@ -6,9 +6,10 @@ filter's state: admission and commitment are separate steps, and the session per
 together with the write-ahead ledger append, so two workers racing for the last of the budget cannot both be
 admitted.
 
-Speed. A cheap sound accountant (RDP) is tried first; only when it would refuse is the session's (tighter)
-accountant consulted. Both are upper bounds, so admitting when either is within budget keeps the session's
-final certified ε — computed by the session's accountant, which is never looser than either — within budget.
+Speed. When the session's accountant is the tightest one (a minimum over members that include RDP), a cheap
+member (RDP) is tried first; only when it would refuse is the session's accountant consulted. The certified ε is
+that minimum, never looser than the RDP bound, so admitting on either keeps it within budget. Any other session
+accountant (e.g. basic composition, which can be looser than RDP) is consulted directly.
 """
 
 from __future__ import annotations
@@ -42,14 +43,20 @@ class BudgetFilter:
         epsilon: ε_B, the session budget.
         delta: δ_B, the session budget (the δ at which composed ε is evaluated).
         accountant: the session's accountant (its bound is the one certified).
-        fast_accountant: a cheaper sound accountant tried first (``"rdp"`` by default).
+        fast_accountant: a cheaper sound accountant tried first (``"rdp"`` by default), only when ``accountant``
+            is a minimum over members that include it.
     """
 
     def __init__(self, epsilon: float, delta: float, accountant: Accountant, fast_accountant: str = "rdp") -> None:
         self.epsilon = check_epsilon(epsilon, "budget epsilon")
         self.delta = check_delta(delta, "budget delta", allow_zero=False)
         self.accountant = accountant
-        self._fast = get_accountant(fast_accountant) if fast_accountant != accountant.name else None
+        fast = get_accountant(fast_accountant)
+        # Admitting on the fast bound is sound only if the certified bound can never exceed it: the session's
+        # accountant must take the minimum over members that include the fast one (the tightest accountant).
+        # A basic-composition session admitted on RDP would otherwise certify ε above its budget.
+        members = getattr(accountant, "members", ())
+        self._fast = fast if any(type(m) is type(fast) for m in members) else None
         self._events: list[PrivacyEvent] = []
         self._spent = 0.0
         self._lock = threading.RLock()

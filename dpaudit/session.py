@@ -356,7 +356,7 @@ class Session:
                     monotone: bool = False, label: str = "") -> int:
         """Choose a candidate index with the exponential mechanism (exact sampler); ε-DP."""
         sens = _as_sensitivity(sensitivity, Norm.L1, "exponential")
-        scores = [float(u) for u in scores]
+        scores = list(scores)  # exact: ints and Fractions are not rounded to floats (the sampler is exact on them)
         event = ExponentialEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label,
                                  epsilon=check_epsilon(epsilon), n_candidates=len(scores), monotone=monotone)
         charge = self.charge(event, plugin="session", mechanism="exponential")

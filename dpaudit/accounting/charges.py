@@ -30,6 +30,7 @@ from dpaudit.events import (
     SampledWithoutReplacementGaussianEvent,
     neighbouring_of,
 )
+from dpaudit.mechanisms.calibration import gaussian_event_delta
 from dpaudit.privacy_maps import (
     above_threshold_epsilon,
     gaussian_grid_parameters,
@@ -157,6 +158,10 @@ def describe(leaf: LeafEvent | RepeatAndSelectEvent) -> tuple[LeafSpec, int]:
     if isinstance(leaf, ExponentialEvent):
         return PureSpec(leaf.epsilon, bounded_range=True), 1
     if isinstance(leaf, GaussianEvent):
+        achieved = gaussian_event_delta(leaf)
+        if not achieved <= leaf.delta * (1.0 + MAP_REL_TOL):
+            raise AccountingError(f"gaussian event under-charges: its noise gives delta = {achieved!r} at epsilon = "
+                                  f"{leaf.epsilon!r} but it declares delta = {leaf.delta!r}")
         sigma, sens = gaussian_grid_parameters(leaf)
         return DiscreteGaussianSpec(sigma, sens, leaf.dimension, leaf.epsilon, leaf.delta), 1
     if isinstance(leaf, PoissonSubsampledGaussianEvent):

@@ -310,3 +310,16 @@ def test_check_affordable_charges_nothing(make_session):
         s.check_affordable(plan)  # 2 × 0.3 + 0.3 > 0.8
     assert _types(s) == ["open"] and s.spent_epsilon() == 0.0
     s.close()
+
+
+def test_exponential_scores_are_not_rounded_to_floats(make_session, monkeypatch):
+    """Integer scores beyond 2^53 reach the exact sampler unrounded (rounding could double the sensitivity)."""
+    import dpaudit.session as session_module
+
+    seen = []
+    monkeypatch.setattr(session_module, "sample_exponential", lambda scores, *a: seen.append(scores) or 0)
+    s = make_session()
+    big = 2**60 + 1
+    s.exponential([big, big + 1], sensitivity=1.0, epsilon=0.1)
+    assert seen == [[big, big + 1]]
+    s.close()

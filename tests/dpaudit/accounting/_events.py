@@ -10,6 +10,7 @@ from dpaudit.events import (
     PoissonSubsampledGaussianEvent,
     SampledWithoutReplacementGaussianEvent,
 )
+from dpaudit.mechanisms.calibration import calibrate_discrete_gaussian
 from dpaudit.privacy_maps import grid_sensitivity
 from dpaudit.sensitivity import declared, from_formula
 
@@ -39,6 +40,9 @@ def exponential(epsilon: float) -> ExponentialEvent:
 
 
 def gaussian(sigma: float, epsilon: float = 1.0, delta: float = 1e-6, dimension: int = 1) -> GaussianEvent:
+    """A discrete-Gaussian release of noise at least ``sigma`` that really achieves its declared (ε, δ): the noise
+    is raised to the calibrated σ when ``sigma`` is smaller (an event that under-charges is refused)."""
+    sigma = max(sigma, calibrate_discrete_gaussian(epsilon, delta, 1.0, GRID, dimension))
     return GaussianEvent(neighbouring="add_remove", sensitivity=declared(1.0, "l2", "one bounded record"),
                          epsilon=epsilon, delta=delta, sigma=sigma, grid=GRID, dimension=dimension)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpaudit.accounting import charges
+from dpaudit.accounting import charges, get_accountant
 from dpaudit.accounting.charges import PoissonGaussianSpec, PureSpec, tally
 from dpaudit.events import ComposedEvent, SelfComposedEvent
 
@@ -34,3 +34,25 @@ def test_growing_composition_reuses_the_previous_tally(monkeypatch):
     assert len(calls) == 50  # each release described once, not 50·51/2 times
     assert counts == tally(ComposedEvent(events=tuple(reversed(released))))[1]  # not a prefix: recomputed
     assert len(calls) == 100
+
+
+def test_gaussian_event_that_under_charges_is_refused_everywhere(tmp_path):
+    """σ far too small for the declared (ε, δ): every accountant refuses, and a session charges nothing."""
+    from dpaudit.errors import AccountingError
+    from dpaudit.events import GaussianEvent
+    from dpaudit.mechanisms.randomness import SeededRandom
+    from dpaudit.sensitivity import declared
+    from dpaudit.session import Session
+
+    from ._events import GRID
+
+    forged = GaussianEvent(neighbouring="add_remove", sensitivity=declared(1.0, "l2", "one bounded record"),
+                           epsilon=0.01, delta=1e-10, sigma=0.01, grid=GRID)
+    for name in ("basic", "advanced", "rdp", "pld", "tightest"):
+        with pytest.raises(AccountingError, match="under-charges"):
+            get_accountant(name).epsilon(forged, 1e-6)
+    s = Session(epsilon=1.0, delta=1e-6, rng=SeededRandom(0), mirror=False, store=tmp_path)
+    with pytest.raises(AccountingError):
+        s.charge(forged, plugin="test", mechanism="gaussian")
+    assert s.spent_epsilon() == 0.0
+    s.close()
