@@ -7,6 +7,7 @@ the value, so that bad input never reaches a sampler or an accountant.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 
 from dpaudit.errors import InvalidParameter
 
@@ -65,3 +66,13 @@ def check_count(name: str, value: object, *, minimum: int = 1) -> int:
     if value < minimum:
         raise InvalidParameter(f"{name} must be >= {minimum}, got {value!r}")
     return value
+
+
+def check_known_keys(config: object, known: Iterable[str], owner: str) -> None:
+    """A configuration must be a mapping whose keys are all ``known``: a typo must not fall back to a default."""
+    if not isinstance(config, Mapping):
+        raise InvalidParameter(f"{owner} config must be a mapping, got {type(config).__name__}")
+    known = set(known)
+    unknown = sorted(str(k) for k in set(config) - known)
+    if unknown:
+        raise InvalidParameter(f"unknown {owner} config keys {unknown}; known: {sorted(known)}")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from dpaudit.errors import InvalidParameter
-from dpaudit.validation import check_count, check_epsilon, check_positive
+from dpaudit.validation import check_count, check_epsilon, check_known_keys, check_positive
 from plugins.constant_overhead.candidates import check_candidate_set, default_grid
 from plugins.constant_overhead.partition_training import MODES
 from plugins.opacus_training.candidates import Candidate
@@ -99,10 +99,7 @@ class ConstantOverheadConfig:
         Raises:
             InvalidParameter: an unknown key or an out-of-domain value.
         """
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(config) - known)
-        if unknown:
-            raise InvalidParameter(f"unknown constant-overhead config keys {unknown}; known: {sorted(known)}")
+        check_known_keys(config, (f.name for f in fields(cls)), "constant-overhead")
         values = dict(config)
         if "candidates" in values:
             raw = values["candidates"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpaudit.errors import InvalidParameter
-from dpaudit.validation import check_count
+from dpaudit.validation import check_count, check_known_keys
 from plugins.opacus_training.candidates import Candidate, check_model_options, parse_candidates
 
 _KEYS = {"candidates", "model", "hidden", "optimizer", "train_rows", "test_rows", "fit_budget"}
@@ -39,9 +39,7 @@ class NaiveConfig:
         Raises:
             InvalidParameter: an unknown key or a bad value.
         """
-        unknown = sorted(set(config) - _KEYS)
-        if unknown:
-            raise InvalidParameter(f"unknown naive config keys {unknown}; known: {sorted(_KEYS)}")
+        check_known_keys(config, _KEYS, "naive")
         cfg = cls(candidates=parse_candidates(config.get("candidates", ())), model=config.get("model", "logreg"),
                   hidden=config.get("hidden", 64), optimizer=config.get("optimizer", "sgd"),
                   train_rows=config.get("train_rows"), test_rows=config.get("test_rows"),

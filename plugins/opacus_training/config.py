@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from dpaudit.errors import InvalidParameter
-from dpaudit.validation import check_count, check_positive
+from dpaudit.validation import check_count, check_known_keys, check_positive
 from plugins.opacus_training.models import MODEL_KINDS
 from plugins.opacus_training.training import OPTIMIZERS
 
@@ -69,8 +69,5 @@ class TrainingConfig:
         Raises:
             InvalidParameter: an unknown key or an out-of-domain value.
         """
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(config) - known)
-        if unknown:
-            raise InvalidParameter(f"unknown opacus-training config keys {unknown}; known: {sorted(known)}")
+        check_known_keys(config, (f.name for f in fields(cls)), "opacus-training")
         return cls(**dict(config))

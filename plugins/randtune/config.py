@@ -8,7 +8,7 @@ from typing import Any
 
 from dpaudit.errors import InvalidParameter
 from dpaudit.events import REPETITION_DISTRIBUTIONS
-from dpaudit.validation import check_count
+from dpaudit.validation import check_count, check_known_keys
 from plugins.opacus_training.candidates import Candidate, check_model_options, parse_candidates
 
 _KEYS = {"candidates", "distribution", "gamma", "eta", "mu", "model", "hidden", "optimizer", "train_rows",
@@ -44,9 +44,7 @@ class RandTuneConfig:
         Raises:
             InvalidParameter: an unknown key, a bad candidate, a law without its parameters or with others.
         """
-        unknown = sorted(set(config) - _KEYS)
-        if unknown:
-            raise InvalidParameter(f"unknown randtune config keys {unknown}; known: {sorted(_KEYS)}")
+        check_known_keys(config, _KEYS, "randtune")
         distribution = config.get("distribution", "geometric")
         needed = REPETITION_DISTRIBUTIONS.get(distribution)
         if needed is None:
