@@ -92,8 +92,8 @@ def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
     Raises:
         InvalidParameter: a bad configuration; with ``fit_budget``, no noise factor fits.
         PluginError: the session does not protect ``adult-train``; ``fit_budget`` in a session that already spent.
-        BudgetExceeded: the session cannot pay for the next candidate (the ones already trained stay charged and
-            released; nothing more is trained).
+        BudgetExceeded: the session cannot pay for every candidate (checked before the first training: nothing is
+            charged or trained).
     """
     start = time.perf_counter()
     cfg = NaiveConfig.from_mapping(config)
@@ -104,6 +104,9 @@ def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
     candidates, factor = cfg.candidates, 1.0
     if cfg.fit_budget:
         candidates, factor = fitted_candidates(session, cfg.candidates, len(data.y_train))
+    # the whole plan is checked before the first training: a grid the budget cannot pay for trains nothing
+    session.check_affordable([candidate_event(c, len(data.y_train), f"candidate {i}") for i, c in
+                              enumerate(candidates)])
     best, scores, events = None, [], []
     for index, candidate in enumerate(candidates):
         label = f"candidate {index}: {mechanism}"

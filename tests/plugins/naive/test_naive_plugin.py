@@ -64,3 +64,15 @@ def test_bad_configs(make_session, bad):
     with pytest.raises(InvalidParameter):
         tune(s, {**CONFIG, **bad})
     s.close()
+
+
+def test_a_grid_the_budget_cannot_pay_for_trains_nothing(make_session, monkeypatch):
+    from dpaudit.errors import BudgetExceeded
+    from plugins.naive import PLUGIN
+
+    monkeypatch.setattr("plugins.naive.plugin.train_candidate", lambda *a, **k: pytest.fail("trained"))
+    s = make_session(epsilon=0.05, public=PLUGIN.public)
+    with pytest.raises(BudgetExceeded):
+        PLUGIN.run(s, PLUGIN.smoke_config)
+    assert s.spent_epsilon() == 0.0
+    s.close()
