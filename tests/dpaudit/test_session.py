@@ -17,6 +17,7 @@ import pytest
 from dpaudit import BudgetExceeded, DPAuditError, InvalidParameter, Session, UnsupportedEvent, canonical, from_formula
 from dpaudit.events import PoissonSubsampledGaussianEvent
 from dpaudit.ledger import read_records, verify_chain
+from dpaudit.verify import verify_bundle
 
 
 def _types(session: Session) -> list[str]:
@@ -222,6 +223,9 @@ def test_kill_minus_nine_leaves_no_released_value_without_record(tmp_path, delay
     assert len(printed) >= 1
     assert released[: len(printed)] == printed
     assert all(math.isfinite(v) for v in released)
+    checks = {c.name: c for c in verify_bundle(ledger.parent).checks}
+    assert checks["ledger-chain"].ok or problems  # only a torn final line (a crash mid-write) may be reported
+    assert not checks["certificate-present"].ok
 
 
 def test_above_threshold_rounds_charge_the_cap_up_front(make_session):

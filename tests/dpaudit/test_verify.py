@@ -158,10 +158,18 @@ def test_wrong_public_key_fails(bundle, tmp_path):
     assert "signature" in _failed(bundle)
 
 
-def test_missing_files_are_usage_errors(bundle):
-    (bundle / "certificate.json").unlink()
-    with pytest.raises(VerificationError, match="certificate.json"):
+def test_missing_ledger_is_a_usage_error(bundle):
+    (bundle / "ledger.jsonl").unlink()
+    with pytest.raises(VerificationError, match="ledger.jsonl"):
         verify_bundle(bundle)
+
+
+def test_unclosed_session_is_invalid_but_its_chain_is_checked(bundle):
+    """A crashed session has no certificate: the ledger chain is still checked and reported."""
+    (bundle / "certificate.json").unlink()
+    report = verify_bundle(bundle, allow_not_for_release=True)
+    assert not report.valid
+    assert {c.name: c.ok for c in report.checks} == {"ledger-chain": True, "certificate-present": False}
 
 
 def test_unknown_event_kind_fails(bundle, tmp_path):
