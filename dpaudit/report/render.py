@@ -46,12 +46,17 @@ FILTER_NOTE = ("'filter bound ε' is the budget filter's upper bound on the comp
                "charges, which is never larger.")
 
 
+def _facts(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The run's fixed facts, shown first by every format."""
+    return [("budget", f"epsilon = {report['budget']['epsilon']:g}, delta = {report['budget']['delta']:g}"),
+            ("neighbouring relation", report["neighbouring"].replace("_", "/")),
+            ("protected data", ", ".join(report["protected"])),
+            ("public data", ", ".join(report["public"]) or "none")]
+
+
 def render_text(report: dict[str, Any]) -> str:
     lines = [f"dpaudit budget report: {report['run']['name']}",
-             f"budget: epsilon = {report['budget']['epsilon']:g}, delta = {report['budget']['delta']:g}; "
-             f"{report['neighbouring'].replace('_', '/')} neighbours; protected: {', '.join(report['protected'])}"
-             + (f"; public: {', '.join(report['public'])}" if report["public"] else ""),
-             _claim_line(report), ""]
+             *(f"{name}: {value}" for name, value in _facts(report)), _claim_line(report), ""]
     for title, (head, rows) in (("By plugin and mechanism", _rows(report)), ("Events", _event_rows(report))):
         lines.append(title)
         widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
@@ -72,10 +77,7 @@ def _md_table(head: list[str], rows: list[list[str]]) -> str:
 
 def render_markdown(report: dict[str, Any]) -> str:
     parts = [f"# dpaudit budget report: {report['run']['name']}", "",
-             f"- Budget: ε = {report['budget']['epsilon']:g}, δ = {report['budget']['delta']:g}",
-             f"- Neighbouring relation: {report['neighbouring']}",
-             f"- Protected data: {', '.join(report['protected'])}",
-             f"- Public data: {', '.join(report['public']) or 'none'}",
+             *(f"- {name.capitalize()}: {value}" for name, value in _facts(report)),
              f"- {_claim_line(report)}", "", "## By plugin and mechanism", "", _md_table(*_rows(report)), "",
              "## Events", "", FILTER_NOTE, "",
              _md_table(*_event_rows(report)), "", "## Assumptions", ""]
@@ -102,9 +104,15 @@ def render_html(report: dict[str, Any]) -> str:
     n = max(len(points) - 1, 1)
     poly = " ".join(f"{i / n * width:.1f},{height - min(p['epsilon'] / budget, 1.0) * height:.1f}"
                     for i, p in enumerate(points))
-    chart = (f'<svg width="{width}" height="{height}" style="border:1px solid #999">'
+    claim = report["certificate"]["claim"]["epsilon"] if report["certificate"] else None
+    claim_line = ("" if claim is None else
+                  f'<line x1="0" x2="{width}" y1="{height - min(claim / budget, 1.0) * height:.1f}" '
+                  f'y2="{height - min(claim / budget, 1.0) * height:.1f}" stroke="#36c" stroke-dasharray="6,4"/>')
+    chart = (f'<svg width="{width}" height="{height}" style="border:1px solid #999">{claim_line}'
              f'<polyline fill="none" stroke="#c33" stroke-width="2" points="{poly}"/></svg>'
-             f"<p>{html.escape(FILTER_NOTE)} Top edge = budget ε = {budget:g}.</p>")
+             f"<p>Red: {html.escape(FILTER_NOTE)} Dashed blue: the certified claim. Top edge: budget ε = "
+             f"{budget:g}.</p>")
+    facts = "".join(f"<li>{html.escape(name)}: {html.escape(value)}</li>" for name, value in _facts(report))
     assumptions = "".join(f"<li><b>{html.escape(a['id'])}</b> ({'conditional' if a['conditional'] else 'enforced'})"
                           f": {html.escape(a['statement'])}</li>" for a in report["assumptions"])
     cert = html.escape(json.dumps(report["certificate"], indent=2)) if report["certificate"] else "none"
@@ -112,7 +120,7 @@ def render_html(report: dict[str, Any]) -> str:
             "body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:3px 6px}"
             "table{border-collapse:collapse}</style></head><body>"
             f"<h1>dpaudit budget report: {html.escape(report['run']['name'])}</h1>"
-            f"<p>{html.escape(_claim_line(report))}</p>{chart}"
+            f"<ul>{facts}</ul><p>{html.escape(_claim_line(report))}</p>{chart}"
             f"<h2>By plugin and mechanism</h2>{table(*_rows(report))}"
             f"<h2>Events</h2>{table(*_event_rows(report))}<h2>Assumptions</h2><ul>{assumptions}</ul>"
             f"<h2>Certificate</h2><pre>{cert}</pre></body></html>\n")
