@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Any
 
 from dpaudit.errors import InvalidParameter
-from dpaudit.validation import check_count, check_positive
+from dpaudit.validation import check_count, check_delta, check_positive
 
 
 class Neighbouring(str, Enum):
@@ -70,13 +70,20 @@ class Assumption:
 
 @dataclass(frozen=True)
 class Formula:
-    """A registered sensitivity formula: a pure function of public inputs and the neighbouring relation."""
+    """A registered sensitivity formula: a pure function of public inputs and the neighbouring relation.
+
+    Attributes:
+        failure_probability: for a bound that holds only with high probability over a modelled randomness (Kusner
+            et al. 2015, Theorems 1, 3 and 5: over the GP prior of Assumption 1), the probability that it fails, as
+            a pure function of the same inputs; ``None`` for a bound that always holds.
+    """
 
     id: str
     description: str
     source: str
     norm: Norm
     compute: Callable[[Mapping[str, Any], Neighbouring], float]
+    failure_probability: Callable[[Mapping[str, Any]], float] | None = None
 
 
 FORMULAS: dict[str, Formula] = {}
@@ -102,6 +109,9 @@ class Sensitivity:
         inputs: the formula's public inputs, as sorted (name, value) pairs.
         source: paper and equation of the derivation.
         assumptions: what the bound rests on (a declared bound always carries one).
+        failure_probability: δ_s ≥ 0, the probability that the bound fails (0: it always holds). A mechanism that
+            is ε-DP under the bound is then (ε, δ_s)-DP; the accountants charge it as such
+            (:class:`~dpaudit.accounting.charges.ApproximateSpec`).
     """
 
     value: float
@@ -110,9 +120,11 @@ class Sensitivity:
     inputs: tuple[tuple[str, Any], ...] = ()
     source: str = ""
     assumptions: tuple[Assumption, ...] = field(default=())
+    failure_probability: float = 0.0
 
     def __post_init__(self) -> None:
         check_positive("sensitivity", self.value)
+        object.__setattr__(self, "failure_probability", check_delta(self.failure_probability, "failure_probability"))
         object.__setattr__(self, "norm", Norm(self.norm))
         object.__setattr__(self, "inputs", tuple(sorted((str(k), v) for k, v in self.inputs)))
 
@@ -133,8 +145,22 @@ class Sensitivity:
             raise InvalidParameter(f"unknown sensitivity formula {self.formula!r} (is its plugin installed?)")
         return formula.compute(self.input_map, Neighbouring(neighbouring))
 
+    def recompute_failure_probability(self) -> float:
+        """The failure probability the formula gives for the recorded inputs (0 for a declared bound or a formula
+        that always holds).
+
+        Raises:
+            InvalidParameter: the formula is unknown here.
+        """
+        if self.formula == DECLARED:
+            return 0.0
+        formula = FORMULAS.get(self.formula)
+        if formula is None:
+            raise InvalidParameter(f"unknown sensitivity formula {self.formula!r} (is its plugin installed?)")
+        return 0.0 if formula.failure_probability is None else formula.failure_probability(self.input_map)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "value": self.value,
             "norm": self.norm.value,
             "formula": self.formula,
@@ -142,6 +168,9 @@ class Sensitivity:
             "source": self.source,
             "assumptions": [a.to_dict() for a in self.assumptions],
         }
+        if self.failure_probability:  # omitted when 0, so that always-holding bounds keep their earlier form
+            out["failure_probability"] = self.failure_probability
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Sensitivity:
@@ -152,6 +181,7 @@ class Sensitivity:
             inputs=tuple(d["inputs"].items()),
             source=d["source"],
             assumptions=tuple(Assumption.from_dict(a) for a in d["assumptions"]),
+            failure_probability=d.get("failure_probability", 0.0),
         )
 
 
@@ -178,15 +208,17 @@ def declared(value: float, norm: Norm | str, reason: str) -> Sensitivity:
     )
 
 
-def from_formula(formula_id: str, neighbouring: Neighbouring | str, **inputs: Any) -> Sensitivity:
-    """Build a :class:`Sensitivity` by evaluating a registered formula on public inputs."""
+def from_formula(formula_id: str, neighbouring: Neighbouring | str, *, assumptions: tuple[Assumption, ...] = (),
+                 **inputs: Any) -> Sensitivity:
+    """Build a :class:`Sensitivity` by evaluating a registered formula (and its failure probability) on public
+    inputs; ``assumptions`` are what the formula's bound rests on."""
     formula = FORMULAS.get(formula_id)
     if formula is None:
         raise InvalidParameter(f"unknown sensitivity formula {formula_id!r}; known: {sorted(FORMULAS)}")
     value = formula.compute(inputs, Neighbouring(neighbouring))
-    return Sensitivity(
-        value=value, norm=formula.norm, formula=formula.id, inputs=tuple(inputs.items()), source=formula.source
-    )
+    failure = 0.0 if formula.failure_probability is None else formula.failure_probability(inputs)
+    return Sensitivity(value=value, norm=formula.norm, formula=formula.id, inputs=tuple(inputs.items()),
+                       source=formula.source, assumptions=tuple(assumptions), failure_probability=failure)
 
 
 # --- the kernel's formulas -------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ Every check runs, and every failure is reported (not only the first):
 2. the certificate's Ed25519 signature verifies under the bundled public key, whose fingerprint it names;
 3. the certificate's budget, neighbouring relation and data sets match the ledger's ``open`` record;
 4. every charge decodes to a known event under the session's neighbouring relation; every sensitivity with a
-   registered formula is recomputed from its public inputs (the recorded bound must not be smaller); every
+   registered formula is recomputed from its public inputs (the recorded bound must not be smaller, nor its
+   recorded failure probability, for a bound that holds only with high probability); every
    additive-noise charge is re-derived from its noise parameters (privacy maps);
 5. every release refers to an earlier charge;
 6. the claim is recomposed with the session's accountant and re-checked by an independent implementation
@@ -169,6 +170,7 @@ def _check_charges(report: VerificationReport, records: list[Record], charges: l
                 problems.append(f"charge {seq}: {leaf.neighbouring.value} event in a {relation} session")
             try:
                 bound = leaf.sensitivity.recompute(leaf.neighbouring)
+                failure = leaf.sensitivity.recompute_failure_probability()
             except DPAuditError as exc:
                 problems.append(f"charge {seq}: sensitivity not recomputable: {exc}")
                 continue
@@ -179,6 +181,9 @@ def _check_charges(report: VerificationReport, records: list[Record], charges: l
                 if leaf.sensitivity.value < bound * (1 - REL_TOL):
                     problems.append(f"charge {seq}: recorded sensitivity {leaf.sensitivity.value} < recomputed "
                                     f"{bound} ({leaf.sensitivity.formula})")
+                if leaf.sensitivity.failure_probability < failure * (1 - REL_TOL):
+                    problems.append(f"charge {seq}: recorded failure probability {leaf.sensitivity.failure_probability}"
+                                    f" < recomputed {failure} ({leaf.sensitivity.formula})")
             problems.extend(f"charge {seq}: {p}" for p in _privacy_map_problems(leaf))
     report.add("charges", not problems, "; ".join(problems) or
                f"{len(charges)} charges; {recomputed} sensitivities recomputed from public inputs, {declared} "

@@ -2,7 +2,8 @@
 
 Dwork, McSherry, Nissim & Smith 2006; for (ε, δ) and adaptive composition Dwork, Kenthapadi, McSherry, Mironov &
 Naor 2006 (Dwork & Roth 2014, Thm. 3.16). Each leaf is charged its pure-DP ε from the privacy map (Laplace,
-AboveThreshold, exponential: δ_i = 0) or, for the discrete Gaussian, the (ε, δ) it was calibrated for. Subsampled
+AboveThreshold, exponential: δ_i = 0) or, for the discrete Gaussian, the (ε, δ) it was calibrated for; a leaf whose
+sensitivity holds with probability 1 − δ_s adds δ_s to its δ_i. Subsampled
 Gaussian steps declare no (ε, δ) charge and are refused. A repeat-and-select with a geometric number of runs of a
 pure ε-DP base is charged 3ε (Liu & Talwar 2019, Thm. 3.4); any other repeat-and-select is refused (its bound is
 an RDP statement, Papernot & Steinke 2022).
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 
 from dpaudit.accounting.base import Accountant, DeltaUnreachable, package_versions
-from dpaudit.accounting.charges import DiscreteGaussianSpec, LeafSpec, PureSpec, RepeatSelectSpec
+from dpaudit.accounting.charges import ApproximateSpec, DiscreteGaussianSpec, LeafSpec, PureSpec, RepeatSelectSpec
 from dpaudit.accounting.repeat_select import liu_talwar_epsilon
 
 
@@ -34,6 +35,8 @@ def approximate_dp_charge(spec: LeafSpec) -> tuple[float, float] | None:
         return spec.epsilon, 0.0
     if isinstance(spec, DiscreteGaussianSpec):
         return spec.declared_epsilon, spec.declared_delta
+    if isinstance(spec, ApproximateSpec):
+        return spec.epsilon, spec.delta
     if isinstance(spec, RepeatSelectSpec):
         return _liu_talwar_charge(spec)
     return None

@@ -80,6 +80,18 @@ class DiscreteGaussianSpec:
 
 
 @dataclass(frozen=True)
+class ApproximateSpec:
+    """One (ε, δ)-DP application known only through its (ε, δ): a mechanism that is ε-DP (or (ε, δ₀)-DP) given a
+    sensitivity bound that itself fails with probability δ_s (Kusner et al. 2015, Theorems 1, 3, 5 and their
+    corollaries), so ``delta`` = δ₀ + δ_s. Basic, advanced and PLD (the (ε, δ) randomized-response pair dominates
+    every (ε, δ)-DP mechanism; Kairouz, Oh & Viswanath 2015) compose it; RDP cannot (no Rényi bound holds with
+    probability 1 − δ)."""
+
+    epsilon: float
+    delta: float
+
+
+@dataclass(frozen=True)
 class PoissonGaussianSpec:
     """One step of the Poisson-subsampled Gaussian mechanism (add/remove neighbours)."""
 
@@ -122,7 +134,7 @@ class RepeatSelectSpec:
             self.distribution == "truncated_negative_binomial" and self.parameter_map()["eta"] == 1.0)
 
 
-LeafSpec = PureSpec | DiscreteGaussianSpec | PoissonGaussianSpec | WorGaussianSpec | RepeatSelectSpec
+LeafSpec = PureSpec | DiscreteGaussianSpec | ApproximateSpec | PoissonGaussianSpec | WorGaussianSpec | RepeatSelectSpec
 
 
 def _checked_map(name: str, mapped: float, declared: float) -> float:
@@ -147,6 +159,19 @@ def describe(leaf: LeafEvent | RepeatAndSelectEvent) -> tuple[LeafSpec, int]:
         base: dict[LeafSpec, int] = {}
         _count((leaf.event,), relations, base)
         return RepeatSelectSpec(tuple(base.items()), leaf.distribution, tuple(sorted(leaf.parameters().items()))), 1
+    spec, applications = _describe_leaf(leaf)
+    failure = leaf.sensitivity.failure_probability
+    if not failure:
+        return spec, applications
+    if isinstance(spec, PureSpec):
+        return ApproximateSpec(spec.epsilon, failure), applications
+    if isinstance(spec, DiscreteGaussianSpec):
+        return ApproximateSpec(spec.declared_epsilon, min(spec.declared_delta + failure, 1.0)), applications
+    raise UnsupportedEvent(f"{leaf.kind}: a sensitivity that holds only with probability 1 - delta_s is modelled "
+                           "for Laplace, AboveThreshold, exponential and Gaussian releases only")
+
+
+def _describe_leaf(leaf: LeafEvent) -> tuple[LeafSpec, int]:
     if isinstance(leaf, LaplaceEvent):
         eps = _checked_map("laplace", laplace_epsilon(leaf), leaf.epsilon)
         if leaf.dimension == 1:

@@ -13,6 +13,9 @@ Leaves modelled (``dp_accounting.pld.privacy_loss_distribution``):
   sensitivity, both in grid units).
 * Other pure ε-DP leaves (multi-dimensional Laplace, AboveThreshold, exponential): ``from_privacy_parameters(ε,
   0)``, the PLD of randomized response, which dominates every ε-DP mechanism (Kairouz, Oh & Viswanath 2015).
+* A leaf known only through an (ε, δ) (a sensitivity that holds with probability 1 − δ_s):
+  ``from_privacy_parameters(ε, δ)``, the (ε, δ) randomized-response pair, which dominates every (ε, δ)-DP
+  mechanism (the same theorem).
 * 1-D discrete Gaussian: ``from_discrete_gaussian_mechanism(σ, Δ_γ)``. dp_accounting truncates the noise at
   ⌈11.6σ⌉, dropping mass τ ≤ 1e-30 per release (its docstring, from Canonne et al.'s tail bound). A mechanism at
   total-variation distance T = Σ τ from the truncated one that is (ε, δ_t)-DP is (ε, δ_t + T(1 + e^ε))-DP, so ε
@@ -37,7 +40,14 @@ import dp_accounting
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from dpaudit.accounting.base import Accountant, DeltaUnreachable, package_versions
-from dpaudit.accounting.charges import DiscreteGaussianSpec, LeafSpec, PoissonGaussianSpec, PureSpec, RepeatSelectSpec
+from dpaudit.accounting.charges import (
+    ApproximateSpec,
+    DiscreteGaussianSpec,
+    LeafSpec,
+    PoissonGaussianSpec,
+    PureSpec,
+    RepeatSelectSpec,
+)
 from dpaudit.errors import AccountingError
 
 VALUE_DISCRETIZATION_INTERVAL = 2e-4
@@ -56,7 +66,9 @@ def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True) ->
             return "the discrete Gaussian PLD covers one-dimensional releases only"
         if isinstance(spec, PureSpec) and spec.laplace_parameter is None and not pessimistic:
             return "a generic pure-DP leaf has no exact PLD, so no optimistic (lower) estimate"
-        if not isinstance(spec, (PureSpec, DiscreteGaussianSpec, PoissonGaussianSpec)):
+        if isinstance(spec, ApproximateSpec) and not pessimistic:
+            return "a generic (epsilon, delta) leaf has no exact PLD, so no optimistic (lower) estimate"
+        if not isinstance(spec, (PureSpec, DiscreteGaussianSpec, ApproximateSpec, PoissonGaussianSpec)):
             return f"{type(spec).__name__}: dp_accounting has no PLD for sampling without replacement"
     return None
 
@@ -75,13 +87,14 @@ def leaf_pld(spec: LeafSpec, pessimistic: bool, interval: float) -> pld_lib.Priv
             spec.sigma, sensitivity=int(spec.sensitivity), pessimistic_estimate=pessimistic,
             value_discretization_interval=interval,
         )
-    if spec.laplace_parameter is not None:
+    if isinstance(spec, PureSpec) and spec.laplace_parameter is not None:
         return pld_lib.from_discrete_laplace_mechanism(
             spec.laplace_parameter, sensitivity=spec.laplace_sensitivity, pessimistic_estimate=pessimistic,
             value_discretization_interval=interval,
         )
+    delta = spec.delta if isinstance(spec, ApproximateSpec) else 0.0
     return pld_lib.from_privacy_parameters(
-        dp_accounting.pld.common.DifferentialPrivacyParameters(spec.epsilon, 0.0), interval
+        dp_accounting.pld.common.DifferentialPrivacyParameters(spec.epsilon, delta), interval
     )
 
 

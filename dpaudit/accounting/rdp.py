@@ -39,6 +39,7 @@ from opacus.accountants.analysis.rdp import compute_rdp
 
 from dpaudit.accounting.base import Accountant, package_versions
 from dpaudit.accounting.charges import (
+    ApproximateSpec,
     DiscreteGaussianSpec,
     LeafSpec,
     PoissonGaussianSpec,
@@ -99,6 +100,16 @@ def _wor_curve(spec: WorGaussianSpec) -> np.ndarray:
     return acc.rdp
 
 
+def unsupported_reason(counts: dict[LeafSpec, int]) -> str | None:
+    """Why RDP cannot bound this tally (None if it can): a leaf known only through an (ε, δ) with δ > 0."""
+    for spec in counts:
+        inner = spec.base_counts() if isinstance(spec, RepeatSelectSpec) else {spec: 1}
+        if any(isinstance(s, ApproximateSpec) for s in inner):
+            return ("a release whose sensitivity holds only with probability 1 - delta_s has no Renyi-DP bound; "
+                    "use pld, advanced or basic")
+    return None
+
+
 @functools.lru_cache(maxsize=65536)
 def rdp_curve(spec: LeafSpec) -> tuple[np.ndarray, float]:
     """(RDP at :data:`ORDERS`, RDP at α = ∞) of one application of ``spec``; cached (specs are frozen).
@@ -119,6 +130,8 @@ def rdp_curve(spec: LeafSpec) -> tuple[np.ndarray, float]:
         at_inf = math.inf
     elif isinstance(spec, RepeatSelectSpec):
         curve, at_inf = _repeat_select_curve(spec, None)
+    elif isinstance(spec, ApproximateSpec):
+        raise UnsupportedEvent(unsupported_reason({spec: 1}))
     else:
         curve = _wor_curve(spec)
         at_inf = math.inf
@@ -191,7 +204,7 @@ class RdpAccountant(Accountant):
         return f"rdp/1 ({package_versions('opacus', 'dp-accounting')})"
 
     def _unsupported_reason(self, counts: dict[LeafSpec, int]) -> str | None:
-        return None
+        return unsupported_reason(counts)
 
     def _epsilon_for(self, counts: dict[LeafSpec, int], delta: float) -> float:
         return self.epsilon_and_order(counts, delta)[0]
