@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass
 
 from dpaudit.accounting import Accountant, get_accountant
+from dpaudit.accounting.base import DeltaUnreachable
 from dpaudit.errors import BudgetExceeded
 from dpaudit.events import PrivacyEvent, compose
 from dpaudit.validation import check_delta, check_epsilon
@@ -85,7 +86,8 @@ class BudgetFilter:
         """Decide whether ``event`` fits; does not change the filter.
 
         Raises:
-            BudgetExceeded: the composed ε would exceed ε_B.
+            BudgetExceeded: the composed ε would exceed ε_B, or no accountant can bound it at δ_B (e.g. the leaves'
+                own δ already exceed it).
             UnsupportedEvent, AccountingError: the accountant cannot bound the composition.
         """
         candidate = compose([*self._events, event])
@@ -93,7 +95,11 @@ class BudgetFilter:
             eps = self._fast.epsilon(candidate, self.delta)
             if eps <= self.epsilon:
                 return Admission(eps, self._fast.name)
-        eps, source = self._bound(self.accountant, candidate)
+        try:
+            eps, source = self._bound(self.accountant, candidate)
+        except DeltaUnreachable as exc:
+            raise BudgetExceeded(f"release refused: no finite epsilon at the budget's delta {self.delta:g} ({exc}); "
+                                 "nothing was charged or released") from exc
         if not eps <= self.epsilon:
             raise BudgetExceeded(
                 f"release refused: composed epsilon would be {eps:.6g} > budget {self.epsilon:g} "

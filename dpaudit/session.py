@@ -324,17 +324,21 @@ class Session:
     def laplace(self, value: Any, sensitivity: float | Sensitivity, epsilon: float, *, label: str = "",
                 grid: float | None = None) -> Any:
         """Release ``value`` (a number or array) with discrete Laplace noise; ε-DP for L1 sensitivity Δ."""
-        sens = _as_sensitivity(sensitivity, Norm.L1, "laplace")
-        epsilon = check_epsilon(epsilon)
-        dimension = int(np.size(value))
-        grid = grid if grid is not None else calibration.default_grid(sens.value)
-        scale = calibration.calibrate_laplace_scale(epsilon, sens.value, grid, dimension)
-        event = LaplaceEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label, epsilon=epsilon,
-                             scale=scale, grid=grid, dimension=dimension)
+        event = self.laplace_event(sensitivity, epsilon, dimension=int(np.size(value)), label=label, grid=grid)
         charge = self.charge(event, plugin="session", mechanism="laplace")
-        out = release_laplace(value, scale, grid, self.rng)
+        out = release_laplace(value, event.scale, event.grid, self.rng)
         self.record_release(charge, out)
         return out
+
+    def laplace_event(self, sensitivity: float | Sensitivity, epsilon: float, *, dimension: int = 1,
+                      label: str = "", grid: float | None = None) -> LaplaceEvent:
+        """The event :meth:`laplace` charges for a ``dimension``-coordinate release (for :meth:`check_affordable`)."""
+        sens = _as_sensitivity(sensitivity, Norm.L1, "laplace")
+        epsilon = check_epsilon(epsilon)
+        grid = grid if grid is not None else calibration.default_grid(sens.value)
+        scale = calibration.calibrate_laplace_scale(epsilon, sens.value, grid, dimension)
+        return LaplaceEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label, epsilon=epsilon,
+                            scale=scale, grid=grid, dimension=dimension)
 
     def gaussian(self, value: Any, sensitivity: float | Sensitivity, epsilon: float, delta: float, *,
                  label: str = "", grid: float | None = None) -> Any:
@@ -355,14 +359,20 @@ class Session:
     def exponential(self, scores: Sequence[float], sensitivity: float | Sensitivity, epsilon: float, *,
                     monotone: bool = False, label: str = "") -> int:
         """Choose a candidate index with the exponential mechanism (exact sampler); ε-DP."""
-        sens = _as_sensitivity(sensitivity, Norm.L1, "exponential")
         scores = list(scores)  # exact: ints and Fractions are not rounded to floats (the sampler is exact on them)
-        event = ExponentialEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label,
-                                 epsilon=check_epsilon(epsilon), n_candidates=len(scores), monotone=monotone)
+        event = self.exponential_event(sensitivity, epsilon, n_candidates=len(scores), monotone=monotone,
+                                       label=label)
         charge = self.charge(event, plugin="session", mechanism="exponential")
-        index = sample_exponential(scores, epsilon, sens.value, monotone, self.rng)
+        index = sample_exponential(scores, epsilon, event.sensitivity.value, monotone, self.rng)
         self.record_release(charge, index)
         return index
+
+    def exponential_event(self, sensitivity: float | Sensitivity, epsilon: float, *, n_candidates: int,
+                          monotone: bool = False, label: str = "") -> ExponentialEvent:
+        """The event :meth:`exponential` charges for ``n_candidates`` candidates (for :meth:`check_affordable`)."""
+        sens = _as_sensitivity(sensitivity, Norm.L1, "exponential")
+        return ExponentialEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label,
+                                epsilon=check_epsilon(epsilon), n_candidates=n_candidates, monotone=monotone)
 
     def above_threshold(self, threshold: float, sensitivity: float | Sensitivity, epsilon: float, *,
                         max_queries: int, label: str = "", grid: float | None = None,

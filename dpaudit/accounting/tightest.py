@@ -56,14 +56,19 @@ class TightestAccountant(Accountant):
     def _best(self, counts: dict[LeafSpec, int], delta: float) -> tuple[float, str]:
         best: tuple[float, str] | None = None
         skipped = []
+        unreachable = False
         for member in self.members:
             try:
                 eps = member.epsilon_of_tally(counts, delta)
             except (UnsupportedEvent, DeltaUnreachable) as exc:
                 skipped.append(str(exc))
+                unreachable = unreachable or isinstance(exc, DeltaUnreachable)
                 continue
             if best is None or eps < best[0]:
                 best = (eps, member.name)
         if best is None:
-            raise AccountingError("no accountant can bound this event: " + "; ".join(skipped))
+            # some member models the event but none can state a bound at this δ: the δ is too small, not the event
+            # unmodelled (the budget filter refuses such a charge as over budget)
+            error = DeltaUnreachable if unreachable else AccountingError
+            raise error("no accountant can bound this event: " + "; ".join(skipped))
         return best

@@ -20,7 +20,9 @@ import numpy as np
 from dpaudit.errors import InvalidParameter, PluginError
 from dpaudit.sensitivity import Sensitivity, from_formula
 from dpaudit.validation import check_count, check_epsilon, check_positive
+from plugins.kusner_bo.constants import beta_t
 from plugins.kusner_bo.erm import FittedModel, clip_to_unit_ball, fit_logistic, signed_labels
+from plugins.kusner_bo.gp import GpPosterior, KernelSpec, ucb_index
 from plugins.kusner_bo.losses import ValidationLoss, validation_score
 from plugins.kusner_bo.sensitivity import FORMULA_ID
 from plugins.kusner_bo.validation_set import fixed_size
@@ -35,13 +37,39 @@ DEFAULT_SOLVER_TOLERANCE = 1e-9
 
 
 def grid_proposer(lambdas: Sequence[float]) -> Proposer:
-    """Propose the points of Λ in the given order (cycling): a non-adaptive stand-in until GP-UCB is added."""
+    """Propose the points of Λ in the given order (cycling): a non-adaptive baseline."""
     grid = tuple(float(v) for v in lambdas)
 
     def propose(history: Sequence[tuple[float, float]]) -> float:
         return grid[len(history) % len(grid)]
 
     return propose
+
+
+#: GP-UCB proposer's kernel on log10 λ scaled to [0, 1], its observation-noise variance and the δ of its β_t: only
+#: the acquisition uses them, and Theorem 7 holds for any acquisition, so they do not enter the guarantee.
+GP_UCB_KERNEL = KernelSpec("matern52", 0.3)
+GP_UCB_NOISE_VARIANCE = 1e-4
+GP_UCB_DELTA = 0.1
+
+
+def gp_ucb_proposer(lambdas: Sequence[float], device: object = "cpu") -> Proposer:
+    """GP-UCB over Λ (Srinivas et al. 2010) on log10 λ scaled to [0, 1], as Algorithm 3's acquisition function."""
+    grid = _grid(lambdas)
+    logs = np.log10(np.array(grid))
+    span = logs.max() - logs.min()
+    posterior = GpPosterior(GP_UCB_KERNEL, (logs - logs.min()) / (span if span > 0 else 1.0),
+                            GP_UCB_NOISE_VARIANCE, device)
+
+    def propose(history: Sequence[tuple[float, float]]) -> float:
+        indices = [grid.index(lam) for lam, _ in history]
+        mean, std = posterior.mean_and_std(indices, [score for _, score in history])
+        return grid[ucb_index(mean, std, beta_t(len(grid), len(history) + 1, GP_UCB_DELTA))]
+
+    return propose
+
+
+PROPOSERS = ("grid", "gp-ucb")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ def _delta(delta: float) -> float:
     return check_delta(delta, allow_zero=False)
 
 
-def _k1(k1: float) -> float:
+def check_k1(k1: float) -> float:
     k1 = check_nonnegative("k1", k1)
     if k1 > 1.0:
         raise InvalidParameter(f"k1(V, V') is a correlation of a normalised kernel, in [0, 1]; got {k1}")
@@ -51,7 +51,7 @@ def c_noisy(k1: float, n_candidates: int, delta: float) -> float:
     Kusner et al. 2015 (proceedings), Algorithm 1 line 9; holds w.p. ≥ 1 − δ/3 under Assumption 1 (proof of Thm. 1).
     """
     n = check_count("n_candidates", n_candidates)
-    return 2.0 * math.sqrt((1.0 - _k1(k1)) * math.log(3.0 * n / _delta(delta)))
+    return 2.0 * math.sqrt((1.0 - check_k1(k1)) * math.log(3.0 * n / _delta(delta)))
 
 
 def c_noise_free(k1: float, n_candidates: int, delta: float) -> float:
@@ -60,7 +60,7 @@ def c_noise_free(k1: float, n_candidates: int, delta: float) -> float:
     Kusner et al. 2015 (proceedings), Algorithm 2: the δ is split in two there (no observation-noise event).
     """
     n = check_count("n_candidates", n_candidates)
-    return 2.0 * math.sqrt((1.0 - _k1(k1)) * math.log(2.0 * n / _delta(delta)))
+    return 2.0 * math.sqrt((1.0 - check_k1(k1)) * math.log(2.0 * n / _delta(delta)))
 
 
 def q_noise(sigma: float, delta: float) -> float:

@@ -1,8 +1,12 @@
-"""The ``kusner-bo`` plugin: Kusner et al. 2015, Algorithm 3 on Adult (docs/plugins/kusner-bo.md).
+"""The ``kusner-bo`` plugin: Kusner et al. 2015, Algorithms 1-3 on Adult (docs/plugins/kusner-bo.md).
 
 Adult's ``adult.data`` is split by record id (a record's own key, so a neighbouring data set keeps the split of
 the shared records): ids < ``train_rows`` are the **public** training set; the next ``validation_rows`` ids are the
-**protected** validation set, in record-id order (the canonical order the fixed-size score needs).
+**protected** validation set, in record-id order.
+
+* Algorithm 3 (``"algorithm": 3``): unconditional pure ε-DP release of the best validation score.
+* Algorithms 1 and 2: λ̃ (exponential mechanism on μ_T) and the best value (Laplace), each (ε, δ)-DP **conditional
+  on Assumption 1** with the configured k1 and k2, composing to (2ε, 2δ); tasks in :mod:`plugins.kusner_bo.tasks`.
 """
 
 from __future__ import annotations
@@ -12,38 +16,105 @@ from typing import TYPE_CHECKING, Any
 
 from dpaudit.data.adult import load_adult
 from dpaudit.errors import PluginError
-from plugins.kusner_bo.algorithm3 import run_algorithm3
-from plugins.kusner_bo.config import KusnerConfig
+from plugins.kusner_bo.algorithm3 import gp_ucb_proposer, run_algorithm3
+from plugins.kusner_bo.config import Algorithm3Config, GpConfig, parse_config
+from plugins.kusner_bo.gp_algorithms import (
+    ExactObservations,
+    GpModel,
+    NoisyObservations,
+    run_gp_algorithm,
+)
+from plugins.kusner_bo.gp_sensitivity import public_constants
 from plugins.kusner_bo.losses import get_loss
+from plugins.kusner_bo.tasks import SgdTask, ThresholdTask, adult_split
 
 if TYPE_CHECKING:
     from dpaudit.session import Session
 
 PLUGIN_NAME = "kusner-bo"
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 VALIDATION_NAME = "adult-validation (protected)"
 TRAINING_NAME = "adult-train-public (training part of kusner-bo, public)"
+#: SGD orders are drawn below this bound from the session's randomness
+_SEED_BOUND = 2**62
 
 
 def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
-    """Run Algorithm 3 and return its public results: the noisy best validation score and its parameters.
+    """Run the configured algorithm and return its public results.
 
     Raises:
         PluginError: the session does not protect :data:`VALIDATION_NAME`.
         InvalidParameter: a bad configuration.
+        BudgetExceeded: the releases do not fit the budget (checked before any evaluation).
     """
-    cfg = KusnerConfig.from_mapping(config)
+    cfg = parse_config(config)
     if VALIDATION_NAME not in session.protected:
         raise PluginError(f"{PLUGIN_NAME} protects {VALIDATION_NAME!r}; open the Session with it in protected= "
                           f"(got {session.protected})")
     session.register_plugin(PLUGIN_NAME, VERSION)
+    if isinstance(cfg, Algorithm3Config):
+        return _run_algorithm3(session, cfg)
+    return _run_gp(session, cfg)
+
+
+def _run_algorithm3(session: Session, cfg: Algorithm3Config) -> dict[str, Any]:
     data = load_adult(train_rows=cfg.train_rows + cfg.validation_rows, test_rows=1)
     public = data.record_ids < cfg.train_rows
     loss = get_loss(cfg.loss)
+    proposer = gp_ucb_proposer(cfg.lambdas, session.device) if cfg.proposer == "gp-ucb" else None
     release = run_algorithm3(session, data.X_train[public], data.y_train[public], data.X_train[~public],
                              data.y_train[~public], cfg.lambdas, loss=loss, epsilon=cfg.epsilon, T=cfg.T,
-                             validation_size=cfg.validation_size, solver_tolerance=cfg.solver_tolerance)
+                             validation_size=cfg.validation_size, solver_tolerance=cfg.solver_tolerance,
+                             proposer=proposer)
     return {"algorithm": 3, "released_best_validation_score": release.value, "epsilon": release.epsilon,
             "sensitivity": release.sensitivity.value, "loss": loss.name, "lambdas": list(cfg.lambdas), "T": cfg.T,
-            "validation_size": cfg.validation_size,
+            "validation_size": cfg.validation_size, "proposer": cfg.proposer,
             "guarantee": "unconditional pure ε-DP for the validation set; the training set is public"}
+
+
+def build_task(cfg: GpConfig, device: object) -> SgdTask | ThresholdTask:
+    """The configured Adult task (public: the grid and the training split)."""
+    split = adult_split(cfg.train_rows, cfg.validation_rows)
+    if cfg.algorithm == 1:
+        return SgdTask.build(split, (*cfg.log10_learning_rate, cfg.grid_points), (*cfg.log10_lambda, cfg.grid_points),
+                             batch_size=cfg.batch_size, epochs=cfg.epochs, device=device)
+    return ThresholdTask.build(split, (*cfg.log10_lambda, cfg.grid_points), (*cfg.threshold, cfg.grid_points))
+
+
+def _run_gp(session: Session, cfg: GpConfig) -> dict[str, Any]:
+    task = build_task(cfg, session.device)
+    split = task.split
+    model = GpModel(cfg.kernel, cfg.k1, cfg.gain)
+
+    def gain(accuracy: float) -> float:
+        return (accuracy - cfg.gain_offset) / cfg.gain_scale
+
+    if isinstance(task, SgdTask):
+        observations: NoisyObservations | ExactObservations = NoisyObservations(cfg.sigma)
+
+        def objective(i: int) -> float:  # a fresh SGD order per evaluation: the observation noise
+            return gain(task.evaluate(i, split.X_val, split.y_val, seed=session.rng.randbelow(_SEED_BOUND)))
+    else:
+        observations = ExactObservations(cfg.A, cfg.tau)
+
+        def objective(i: int) -> float:
+            return gain(task.evaluate(i, split.X_val, split.y_val))
+
+    coordinates = task.space.coordinates
+    constants = public_constants(model, observations, coordinates, cfg.T, cfg.delta)
+    session.record_info(PLUGIN_NAME, {"algorithm": cfg.algorithm, "constants": constants,
+                                      "candidates": len(coordinates), "gain": cfg.gain})
+    release = run_gp_algorithm(session, objective, coordinates, model=model, observations=observations, T=cfg.T,
+                               epsilon=cfg.epsilon, delta=cfg.delta)
+    return {"algorithm": cfg.algorithm, "released_hyperparameters": task.space.describe(release.index),
+            "released_index": release.index, "released_value": release.value,
+            # post-processing: the noisy value mapped back to accuracy and clipped to [0, 1]
+            "released_accuracy": min(max(cfg.gain_offset + cfg.gain_scale * release.value, 0.0), 1.0),
+            "epsilon_each": release.epsilon, "delta_each": release.delta,
+            "index_sensitivity": release.index_sensitivity.value,
+            "value_sensitivity": release.value_sensitivity.value, "constants": constants, "k1": cfg.k1,
+            "kernel": {"name": cfg.kernel.name, "lengthscale": cfg.kernel.lengthscale}, "T": cfg.T,
+            "device": str(session.device),
+            "guarantee": (f"(ε, δ) = ({cfg.epsilon:g}, {cfg.delta:g}) per release, (2ε, 2δ) for both, for the "
+                          "validation set, CONDITIONAL on Assumption 1 with k1 >= "
+                          f"{cfg.k1:g}; the training set is public")}
