@@ -26,6 +26,8 @@ from plugins.kusner_bo.constants import beta_t
 KERNELS = ("se", "matern52")
 #: variance added to exact (noise-free) observations so the Cholesky factor exists when a point repeats
 NOISE_FREE_JITTER = 1e-8
+#: candidates per GPyTorch prediction call (the train-side caches are shared between blocks)
+PREDICTION_BLOCK = 256
 
 
 @dataclass(frozen=True)
@@ -142,11 +144,15 @@ class GpPosterior:
         if not bool(torch.isfinite(y).all()):
             raise InvalidParameter("observed values must be finite")
         self._model.set_train_data(inputs=self._X[idx], targets=y, strict=False)
+        means, variances = [], []
         with torch.no_grad(), gpytorch.settings.fast_pred_var(False), gpytorch.settings.max_cholesky_size(10**6):
-            latent = self._model(self._X)
-            mean = latent.mean.detach().cpu().numpy().astype(np.float64)
-            var = latent.variance.detach().cpu().numpy().astype(np.float64)
-        return mean, np.sqrt(np.clip(var, 0.0, None))
+            # in blocks: GPyTorch forms each block's full test covariance to read its diagonal
+            for start in range(0, self.size, PREDICTION_BLOCK):
+                latent = self._model(self._X[start:start + PREDICTION_BLOCK])
+                means.append(latent.mean.detach().cpu().numpy())
+                variances.append(latent.variance.detach().cpu().numpy())
+        mean = np.concatenate(means).astype(np.float64)
+        return mean, np.sqrt(np.clip(np.concatenate(variances).astype(np.float64), 0.0, None))
 
 
 @dataclass(frozen=True)
