@@ -220,6 +220,27 @@ class ExponentialEvent(LeafEvent):
         super().__post_init__()
         check_epsilon(self.epsilon)
         check_count("n_candidates", self.n_candidates)
+        if not isinstance(self.monotone, bool):
+            raise InvalidParameter(f"monotone must be True or False, got {self.monotone!r}")
+
+    def all_assumptions(self) -> tuple[Assumption, ...]:
+        """The sensitivity's and the event's assumptions, plus :data:`MONOTONE_SCORES` when ``monotone``: the halved
+        noise rests on the caller's word, so it is derived from the flag itself and no event (an older ledger's
+        included) can carry the flag without it."""
+        own = super().all_assumptions()
+        return (*own, MONOTONE_SCORES) if self.monotone else own
+
+
+#: the caller-asserted property behind ``ExponentialEvent(monotone=True)``'s rate ε/Δ (instead of ε/(2Δ))
+MONOTONE_SCORES = Assumption(
+    id="exponential-monotone-scores",
+    statement="The caller asserted that the exponential mechanism's scores are monotone: for every pair of "
+    "neighbouring data sets, every candidate's score moves in the same direction (all rise or all fall together). "
+    "On that word the selection used the rate ε/Δ, half the noise of the general rate ε/(2Δ); if the "
+    "scores are not monotone the selection is only 2ε-DP, not ε-DP. dpaudit does not check it.",
+    conditional=True,
+    source="McSherry & Talwar 2007, Thm. 6; Dwork & Roth 2014, Thm. 3.10 and the remark after its proof",
+)
 
 
 @_register

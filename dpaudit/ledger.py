@@ -140,9 +140,8 @@ class Record:
         return cls(seq=seq, type=rtype, time=rtime, prev=prev, body=body, hash=rhash)
 
 
-def _new_record(seq: int, rtype: str, body: dict[str, Any], prev: str) -> Record:
+def _new_record(seq: int, rtype: str, body: dict[str, Any], prev: str, rtime: float) -> Record:
     """A record with its hash computed; ``body`` must already be a canonical-JSON round-tripped copy."""
-    rtime = time.time()
     digest = canonical.sha256_hex(canonical.encode(_hashed_fields(seq, rtype, rtime, prev, body)))
     return Record(seq=seq, type=rtype, time=rtime, prev=prev, body=body, hash=digest)
 
@@ -277,6 +276,7 @@ class Ledger:
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._broken: str | None = None
+        self._frozen_at: float | None = None
 
     @classmethod
     def create(cls, path: Path) -> Ledger:
@@ -385,8 +385,33 @@ class Ledger:
         with self._lock:
             return list(self._records)
 
+    def freeze_clock(self) -> float:
+        """Stop the record clock: every later record appended by this object carries the last record's ``time``.
+
+        For selections whose cost must stay hidden (a repeat-and-select's number of repetitions K, Papernot &
+        Steinke 2022): freezing right after the charge record, before K is drawn, makes the ``time`` of every later
+        record, and so the certificate's ``closed_at``, independent of K. Time never goes backwards (the frozen time
+        is the latest record's) and the freeze is not undone; freezing again keeps the first frozen time. The freeze
+        belongs to this writer: a ledger reopened with :meth:`open` appends with the wall clock again.
+
+        Returns:
+            The frozen time.
+
+        Raises:
+            LedgerError: the ledger has no record yet (nothing to freeze at), or is closed or unusable.
+        """
+        with self._lock:
+            self._check_usable()
+            if self._frozen_at is None:
+                if not self._records:
+                    raise LedgerError("cannot freeze the clock of an empty ledger: no record time to freeze at")
+                self._frozen_at = self._records[-1].time
+            return self._frozen_at
+
     def append(self, type: str, body: Mapping[str, Any]) -> Record:
         """Append one record durably: it is on disk (written and fsync'ed) when this returns.
+
+        Its ``time`` is the wall clock, or the frozen time after :meth:`freeze_clock`.
 
         Args:
             type: the record type, a non-empty string.
@@ -420,7 +445,8 @@ class Ledger:
                         "writer appended or truncated it; refusing to fork the chain"
                     )
                 prev = self._records[-1].hash if self._records else GENESIS_PREV
-                record = _new_record(len(self._records), type, body_copy, prev)
+                rtime = time.time() if self._frozen_at is None else self._frozen_at
+                record = _new_record(len(self._records), type, body_copy, prev, rtime)
                 data = record.to_line().encode("utf-8")
                 self._write_durably(data)
                 self._records.append(record)

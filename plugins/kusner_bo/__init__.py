@@ -22,9 +22,9 @@ PLUGIN = Plugin(
     name=PLUGIN_NAME,
     version=VERSION,
     summary="Private Bayesian optimisation (Kusner et al. 2015): Algorithms 1-2 (GP-UCB on GPyTorch; the best "
-    "hyperparameters by the exponential mechanism and the best value by Laplace, (ε, δ) each, CONDITIONAL on the GP "
-    "assumption with a stated k1) and Algorithm 3 (best validation score of L2-regularised ERM, unconditional pure "
-    "ε-DP); validation set protected, training set public",
+    "hyperparameters by the exponential mechanism and the best value by Laplace, (ε, δ) each, (ε, 5δ/3) for "
+    "Algorithm 1's value, CONDITIONAL on the GP assumption with a stated k1) and Algorithm 3 (best validation "
+    "score of L2-regularised ERM, unconditional pure ε-DP); validation set protected, training set public",
     citation="Kusner, Gardner, Garnett & Weinberger, Differentially Private Bayesian Optimization, ICML 2015 "
     "(Algorithms 1-3, Theorems 1, 3, 5, 7)",
     event_kinds=("exponential", "laplace"),

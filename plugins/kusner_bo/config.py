@@ -66,8 +66,9 @@ class GpConfig:
 
     Attributes:
         algorithm: 1 or 2.
-        epsilon, delta: each release's (ε, δ); releasing λ̃ and the value is (2ε, 2δ), so the session's δ_B must be
-            at least 2δ.
+        epsilon, delta: each release's ε and the δ of the constants; releasing λ̃ and the value is (2ε, 2δ) for
+            Algorithm 2 and (2ε, 8δ/3) for Algorithm 1 (its value's bound fails w.p. 5δ/3), so the session's δ_B
+            must be at least that.
         T: GP-UCB steps.
         k1: the assumed k1(V, V') (Assumption 1; the paper's likelihood study found 0.95 most likely on its grid).
         kernel: k2, "se" or "matern52", with ``lengthscale`` on Λ's coordinates scaled to [0, 1]^2.

@@ -63,14 +63,40 @@ def c_noise_free(k1: float, n_candidates: int, delta: float) -> float:
     return 2.0 * math.sqrt((1.0 - check_k1(k1)) * math.log(2.0 * n / _delta(delta)))
 
 
-def q_noise(sigma: float, delta: float) -> float:
-    """q = σ·sqrt(8 log(3/δ)), the bound on the noise term |2α̂| of the best observed value.
+def q_noise(sigma: float, delta: float, T: int) -> float:
+    """q = σ·sqrt(8 log(3T/δ)), the bound on |α_s − α_t| for the noise terms of any two of the T observations.
 
-    Kusner et al. 2015, proceedings version, Algorithm 1 line 10 and proof of Theorem 3: |α̂| ≤ σ·sqrt(2 log(3/δ))
-    w.p. ≥ 1 − δ/3, so |2α̂| ≤ σ·sqrt(8 log(3/δ)). The arXiv version's σ·sqrt(4 log(3/δ)) standardises 2α̂/(σ√2),
-    whose variance is 2, not 1, and is not used.
+    Kusner et al. 2015, proceedings version, Algorithm 1 line 10 and proof of Theorem 3 bound ONE observation's noise,
+    |α̂| ≤ σ·sqrt(2 log(3/δ)) w.p. ≥ 1 − δ/3, and take q = 2·that. But the best observation v* = max_t v_t may be any
+    of the T observations, on V and on V' a different one, so the bound must hold for all T at once: with
+    P(|N(0, σ²)| > σx) ≤ exp(−x²/2) (Srinivas et al. 2010, Lemma 5.1) and a union bound over the T observations
+    (coupled across V and V', which share the noise law), max_t |α_t| ≤ σ·sqrt(2 log(3T/δ)) w.p. ≥ 1 − δ/3, so
+    q = 2·max_t |α_t| ≤ σ·sqrt(8 log(3T/δ)) (docs/constants.md, "Kusner et al. (DP-BO)"). T = 1 gives the paper's q.
+    The arXiv version's σ·sqrt(4 log(3/δ)) standardises 2α̂/(σ√2), whose variance is 2, not 1, and is not used.
+
+    Args:
+        sigma: observation-noise standard deviation σ > 0.
+        delta: δ in (0, 1).
+        T: the number of noisy observations the best value is taken over, ≥ 1.
     """
-    return check_positive("sigma", sigma) * math.sqrt(8.0 * math.log(3.0 / _delta(delta)))
+    T = check_count("T", T)
+    return check_positive("sigma", sigma) * math.sqrt(8.0 * math.log(3.0 * T / _delta(delta)))
+
+
+def best_value_noisy_failure(delta: float) -> float:
+    """5δ/3, the probability that Theorem 3's sensitivity bound for Algorithm 1's best value fails.
+
+    The bound |v*_V − v*_V'| ≤ sqrt(C1 β_T γ_T / T) + c + q rests on four events (docs/constants.md):
+
+    * GP-UCB's regret bound on V, and again on V' (both runs are needed, one per direction of the difference):
+      with Kusner's β_t = 2 log(|Λ| t² π² / (3δ)), Srinivas et al. 2010, Theorem 1 (whose β_t has 6δ_S in place of
+      3δ) holds with δ_S = δ/2 each;
+    * c, |f_V − f_V'| ≤ c on all of Λ: δ/3 (:func:`c_noisy`);
+    * q, every observation noise bounded: δ/3 (:func:`q_noise`, union over the T observations).
+
+    The paper charges δ; the union bound gives δ/2 + δ/2 + δ/3 + δ/3 = 5δ/3.
+    """
+    return 5.0 * _delta(delta) / 3.0
 
 
 def c1(sigma: float) -> float:

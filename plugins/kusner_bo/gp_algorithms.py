@@ -2,9 +2,11 @@
 exponential mechanism on μ_T and the best value by the Laplace mechanism, both through the Session.
 
 The guarantee is **conditional** (docs/plugins/kusner-bo.md, "What the certificate of Algorithms 1-2 rests on"):
-each release is (ε, δ)-DP for the validation set only if Assumption 1 holds with the stated k1 and k2, and δ is a
-probability over that GP prior; the training set is public. Releasing both composes to (2ε, 2δ) (Sec. 3.3); the
-session's accountant certifies the composition (PLD gives slightly less than 2ε at δ_B ≥ 2δ). Both charges are
+each release is (ε, δ_s)-DP for the validation set only if Assumption 1 holds with the stated k1 and k2, where δ_s
+is the failure probability of its sensitivity bound over that GP prior: δ for λ̃, δ for Algorithm 2's value, 5δ/3
+for Algorithm 1's value (the union over the events of Theorem 3's proof; docs/constants.md). The training set is
+public. Releasing both composes to (2ε, δ + δ_s) (Sec. 3.3); the session's accountant certifies the composition
+(PLD gives slightly less than 2ε at δ_B ≥ δ + δ_s). Both charges are
 checked against the budget before GP-UCB evaluates anything (:meth:`Session.check_affordable`), and T is fixed up
 front.
 """
@@ -81,7 +83,8 @@ class GpRelease:
         algorithm: 1 or 2.
         index: λ̃ as an index into Λ (exponential mechanism on μ_T).
         value: ṽ (Algorithm 1) or f̃ (Algorithm 2), in the units of f_V.
-        epsilon, delta: the per-release (ε, δ); the pair composes to at most (2ε, 2δ).
+        epsilon, delta: the per-release ε and the δ of the constants (each sensitivity's ``failure_probability`` is
+            what is charged as δ: δ, or 5δ/3 for Algorithm 1's value).
         index_sensitivity, value_sensitivity: the two conditional sensitivities, with their derivations.
     """
 
@@ -131,7 +134,7 @@ def gp_assumptions(model: GpModel, observations: Observations, delta: float, nei
 def gp_sensitivities(model: GpModel, observations: Observations, candidates: object, T: int, delta: float,
                      neighbouring: str) -> tuple[Sensitivity, Sensitivity]:
     """(the exponential mechanism's Δ on μ_T, the Laplace sensitivity of the best value), both registered formulas
-    with failure probability δ and the assumptions of :func:`gp_assumptions`."""
+    with failure probability δ (5δ/3 for Algorithm 1's value) and the assumptions of :func:`gp_assumptions`."""
     X = candidate_array(candidates)
     n, d = X.shape
     T = check_count("T", T)
@@ -162,7 +165,7 @@ def run_gp_algorithm(session: Session, objective: Callable[[int], float], candid
         model: k2, k1 and what the gain is (Assumption 1).
         observations: the noise model (and, for Algorithm 2, the regret constants).
         T: GP-UCB steps (≥ 2 for Algorithm 2, which releases max over 2 ≤ t ≤ T).
-        epsilon, delta: each release's (ε, δ).
+        epsilon, delta: each release's ε and the δ of the constants (see :class:`GpRelease`).
         label: prefix of the ledger labels.
 
     Raises:

@@ -9,9 +9,14 @@ recomputes every value, γ_T included, from the recorded public inputs (docs/plu
 formula                          value                                                        source
 =============================== ============================================================ ==================
 kusner_alg1_posterior_mean       Δ = 2·sqrt(β_{T+1}) + c,  c = 2·sqrt((1−k1) log(3|Λ|/δ))      Theorem 1
-kusner_alg1_best_value           sqrt(C1 β_T γ_T / T) + c + q,  q = σ·sqrt(8 log(3/δ))        Theorem 3
+kusner_alg1_best_value           sqrt(C1 β_T γ_T / T) + c + q,  q = σ·sqrt(8 log(3T/δ))       Theorem 3
 kusner_alg2_best_value           A·exp(−Tτ/(log T)^{d/4}) + c,  c = 2·sqrt((1−k1) log(2|Λ|/δ))  Theorem 5
 =============================== ============================================================ ==================
+
+Failure probabilities (docs/constants.md): Theorem 1's bound fails w.p. ≤ δ/3 + 6δ/(π²(T+1)²) ≤ δ (c, and
+Srinivas et al.'s Lemma 5.1 at the single step T + 1 on V and on V'), charged as δ; Theorem 5's w.p. ≤ δ/2 (c only;
+the regret bound is the user's assumption), charged as δ; Theorem 3's w.p. ≤ 5δ/3 (the regret bound on V and on V',
+δ/2 each with Kusner's β_t, plus c and q, δ/3 each), charged as 5δ/3, and its q covers all T observations, not one.
 
 The exponential-mechanism bound is used for Algorithm 2's λ̃ too: the paper says Theorems 1-2 still hold with exact
 observations (Sec. 4), and Theorem 1's c (log(3|Λ|/δ)) is the larger of the two.
@@ -26,6 +31,7 @@ from typing import Any
 from dpaudit.sensitivity import Formula, Neighbouring, Norm, register_formula
 from dpaudit.validation import check_count, check_delta, check_nonnegative, check_positive
 from plugins.kusner_bo.constants import (
+    best_value_noisy_failure,
     beta_t,
     c1,
     c_noise_free,
@@ -56,11 +62,11 @@ def information_gain_bound(*, kernel: str, lengthscale: float, candidates: objec
 def best_value_noisy_sensitivity(*, kernel: str, lengthscale: float, candidates: object, T: int, delta: float,
                                  k1: float, sigma: float) -> float:
     """sqrt(C1 β_T γ_T / T) + c + q, the sensitivity of v* = max_t v_t (Theorem 3; the Laplace scale of Algorithm 1
-    line 14 is this divided by ε)."""
+    line 14 is this divided by ε), with q over all T observations (:func:`~plugins.kusner_bo.constants.q_noise`)."""
     n = len(candidate_array(candidates))
     regret = math.sqrt(c1(sigma) * beta_t(n, T, delta) * information_gain_bound(
         kernel=kernel, lengthscale=lengthscale, candidates=candidates, T=T, sigma=sigma) / T)
-    return regret + c_noisy(k1, n, delta) + q_noise(sigma, delta)
+    return regret + c_noisy(k1, n, delta) + q_noise(sigma, delta, T)
 
 
 def best_value_noise_free_sensitivity(*, n_candidates: int, T: int, delta: float, k1: float, A: float, tau: float,
@@ -84,8 +90,13 @@ def regret_bound(*, A: float, tau: float, T: int, dimension: int) -> float:
 
 
 def _failure(inputs: Mapping[str, Any]) -> float:
-    """Each bound fails with probability at most δ (the union over the events of the proofs)."""
+    """Theorems 1 and 5 fail with probability at most δ (the union over the events of their proofs)."""
     return check_delta(inputs["delta"], allow_zero=False)
+
+
+def _failure_best_noisy(inputs: Mapping[str, Any]) -> float:
+    """Theorem 3 fails with probability at most 5δ/3 (:func:`~plugins.kusner_bo.constants.best_value_noisy_failure`)."""
+    return best_value_noisy_failure(inputs["delta"])
 
 
 # The bounds do not depend on the relation: Assumption 1 is stated through k1(V, V') for neighbouring V, V', and the
@@ -108,8 +119,9 @@ POSTERIOR_MEAN = register_formula(Formula(
     POSTERIOR_MEAN_ID, "GP-UCB posterior mean μ_T on a finite Λ, for the exponential mechanism (conditional on "
     "Assumption 1, holds w.p. 1 − δ)", f"{_PAPER}, Theorem 1", Norm.ABS, _posterior_mean, _failure))
 BEST_VALUE_NOISY = register_formula(Formula(
-    BEST_VALUE_NOISY_ID, "best noisy observation of GP-UCB (conditional on Assumption 1, holds w.p. 1 − δ)",
-    f"{_PAPER}, Theorem 3 with γ_T ≤ greedy/(1 − 1/e) and q = σ·sqrt(8 log(3/δ))", Norm.ABS, _best_noisy, _failure))
+    BEST_VALUE_NOISY_ID, "best noisy observation of GP-UCB (conditional on Assumption 1, holds w.p. 1 − 5δ/3)",
+    f"{_PAPER}, Theorem 3 with γ_T ≤ greedy/(1 − 1/e), q = σ·sqrt(8 log(3T/δ)) (union over the T observations) and "
+    "failure probability 5δ/3", Norm.ABS, _best_noisy, _failure_best_noisy))
 BEST_VALUE_NOISE_FREE = register_formula(Formula(
     BEST_VALUE_NOISE_FREE_ID, "best exact observation max_{2≤t≤T} f(λ_t) (conditional on Assumption 1 and the "
     "regret bound of de Freitas et al. 2012 with the user's A, τ; holds w.p. 1 − δ)",
@@ -135,7 +147,7 @@ def public_constants(model: object, observations: object, candidates: object, T:
     sigma = getattr(observations, "sigma", None)
     if sigma is not None:
         kernel = model.kernel  # type: ignore[attr-defined]
-        out.update(q=q_noise(sigma, delta), C1=c1(sigma), gamma_T_bound=information_gain_bound(
+        out.update(q=q_noise(sigma, delta, T), C1=c1(sigma), gamma_T_bound=information_gain_bound(
             kernel=kernel.name, lengthscale=kernel.lengthscale, candidates=X, T=T, sigma=sigma),
             value_sensitivity=best_value_noisy_sensitivity(kernel=kernel.name, lengthscale=kernel.lengthscale,
                                                            candidates=X, T=T, delta=delta, k1=k1, sigma=sigma))

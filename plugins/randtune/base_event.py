@@ -29,9 +29,12 @@ REPETITION_ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
         id="randtune-hidden-repetitions",
         statement="Only the best repetition's output is released. The realised number of repetitions K, the other "
-        "repetitions' models and scores, and the run's duration are kept secret: the ledger records none of them, "
-        "but timing side channels (wall time, the interval between the charge and release records) reveal K and "
-        "are outside the guarantee.",
+        "repetitions' models and scores, and the run's duration are kept secret. The exported evidence does not "
+        "reveal K: the ledger records none of them (K only as a hiding commitment) and its clock is frozen at the "
+        "repeat-and-select charge, so every later record and the certificate's closed_at carry the charge's time. "
+        "Outside the evidence, timing grows with K: the wall-clock time at which the run ends or its results "
+        "appear, the MLflow run's own start and end times, its metric and artifact upload times, and the resources "
+        "used. The guarantee holds only if these are kept from whoever receives the release.",
         conditional=True,
         source="Papernot & Steinke 2022, Thm. 2 and 6 (A outputs the best of K runs only); Liu & Talwar 2019",
     ),

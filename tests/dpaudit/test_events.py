@@ -1,15 +1,24 @@
-"""RepeatAndSelectEvent: JSON round trip, validation, leaves (for inspection) versus accounting units."""
+"""RepeatAndSelectEvent: JSON round trip, validation, leaves (for inspection) versus accounting units; the monotone
+exponential mechanism's assumption."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from dpaudit.errors import InvalidParameter, UnsupportedEvent
-from dpaudit.events import ComposedEvent, PrivacyEvent, RepeatAndSelectEvent, SelfComposedEvent, neighbouring_of
+from dpaudit.events import (
+    MONOTONE_SCORES,
+    ComposedEvent,
+    PrivacyEvent,
+    RepeatAndSelectEvent,
+    SelfComposedEvent,
+    neighbouring_of,
+)
 from dpaudit.sensitivity import Neighbouring
-from tests.dpaudit.accounting._events import dpsgd, laplace
+from tests.dpaudit.accounting._events import dpsgd, exponential, laplace
 
 BASE = dpsgd(0.01, 1.0, 100)
 
@@ -62,3 +71,18 @@ def test_bad_bases_are_refused():
     with pytest.raises(UnsupportedEvent):
         RepeatAndSelectEvent(event=ComposedEvent(events=(laplace(0.1), laplace(0.1, neighbouring="replace_one"))),
                              distribution="geometric", gamma=0.5)
+
+
+def test_a_monotone_exponential_event_rests_on_the_callers_word():
+    """``monotone=True`` halves the noise on the caller's assertion: the event lists it as a conditional assumption
+    whatever way it was built (attack: the flag set with no assumption, as every event was before the fix)."""
+    plain = exponential(1.0)
+    assert MONOTONE_SCORES not in plain.all_assumptions()
+    monotone = dataclasses.replace(plain, monotone=True)
+    assert monotone.all_assumptions()[-1] is MONOTONE_SCORES and MONOTONE_SCORES.conditional
+    assert monotone.assumptions == ()  # derived from the flag, not stored: no constructor can drop it
+    # an event as an older ledger wrote it (flag, no assumption) decodes with the assumption
+    old = {k: v for k, v in monotone.to_dict().items() if k != "assumptions"}
+    assert MONOTONE_SCORES in PrivacyEvent.from_dict(old).all_assumptions()
+    with pytest.raises(InvalidParameter, match="monotone"):
+        dataclasses.replace(plain, monotone="yes")

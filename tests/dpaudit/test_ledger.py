@@ -503,3 +503,40 @@ def test_failed_fsync_makes_the_ledger_unusable(tmp_path: Path, monkeypatch: pyt
         with pytest.raises(LedgerError, match="unusable"):
             ledger.append("charge", {})
         assert ledger.count == 1
+
+
+def test_frozen_clock_stamps_every_later_record_with_the_last_time(tmp_path: Path, monkeypatch) -> None:
+    """After ``freeze_clock`` the record times stop, however long the work between appends takes (they would
+    otherwise reveal it); time never goes backwards, a second freeze keeps the first time, and the chain holds."""
+    import dpaudit.ledger as ledger_module
+
+    now = [100.0]
+
+    class Clock:
+        @staticmethod
+        def time() -> float:
+            now[0] += 7.0
+            return now[0]
+
+    monkeypatch.setattr(ledger_module, "time", Clock)
+    path = tmp_path / "l.jsonl"
+    ledger = Ledger.create(path)
+    with pytest.raises(LedgerError, match="empty ledger"):
+        ledger.freeze_clock()
+    first = ledger.append("a", {})
+    second = ledger.append("b", {})
+    assert first.time < second.time
+    assert ledger.freeze_clock() == second.time
+    now[0] += 10_000.0  # long work
+    later = [ledger.append("c", {"i": i}) for i in range(3)]
+    assert ledger.freeze_clock() == second.time
+    assert {r.time for r in later} == {second.time}
+    ledger.close()
+    records, problems = read_records(path)
+    assert not problems and not verify_chain(records)
+    assert [r.time for r in records] == [first.time] + [second.time] * 4
+    with pytest.raises(LedgerError, match="closed"):
+        ledger.freeze_clock()
+    reopened = Ledger.open(path)  # the freeze belongs to the writer that froze
+    assert reopened.append("d", {}).time > second.time
+    reopened.close()

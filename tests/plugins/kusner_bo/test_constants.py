@@ -26,11 +26,35 @@ def test_c_by_hand():
     assert kc.c_noisy(1.0, 10, 0.1) == 0.0  # identical functions on neighbours: no change
 
 
-def test_q_uses_the_proceedings_constant():
-    # σ = 0.1, δ = 0.1: 0.1·sqrt(8·ln 30) = 0.1·sqrt(8·3.401197) = 0.1·sqrt(27.209579) = 0.1·5.216280
-    assert kc.q_noise(0.1, 0.1) == pytest.approx(0.5216280193, rel=1e-9)
+def test_q_uses_the_proceedings_constant_for_one_observation():
+    # T = 1, σ = 0.1, δ = 0.1: 0.1·sqrt(8·ln 30) = 0.1·sqrt(8·3.401197) = 0.1·sqrt(27.209579) = 0.1·5.216280
+    assert kc.q_noise(0.1, 0.1, 1) == pytest.approx(0.5216280193, rel=1e-9)
     arxiv = 0.1 * math.sqrt(4 * math.log(30))  # 000's σ·sqrt(4 log(3/δ)) is √2 smaller
-    assert kc.q_noise(0.1, 0.1) == pytest.approx(math.sqrt(2) * arxiv, rel=1e-12)
+    assert kc.q_noise(0.1, 0.1, 1) == pytest.approx(math.sqrt(2) * arxiv, rel=1e-12)
+
+
+def test_q_bounds_all_t_observations_by_a_union_bound():
+    """The best of T observations may carry any of their noises: q must hold for all T at once (attack: the paper's
+    one-observation q, σ·sqrt(8 log(3/δ)), used for the max over T = 20 observations).
+
+    T = 20, σ = 0.1, δ = 0.1: 0.1·sqrt(8·ln 600) = 0.1·sqrt(8·6.396930) = 0.1·sqrt(51.175437) = 0.1·7.153701.
+    """
+    assert kc.q_noise(0.1, 0.1, 20) == pytest.approx(0.7153700947, rel=1e-9)
+    assert kc.q_noise(0.1, 0.1, 20) > 1.37 * kc.q_noise(0.1, 0.1, 1)  # the old formula is too small
+    # q/2 = σ·x with x = sqrt(2 log(3T/δ)): each |α_t| > σx w.p. ≤ exp(−x²/2) = δ/(3T), all T fail w.p. ≤ δ/3;
+    # the exact two-sided Gaussian tail is below that Chernoff bound
+    from scipy.stats import norm
+    x = kc.q_noise(1.0, 0.1, 20) / 2
+    assert 20 * 2 * norm.sf(x) <= 0.1 / 3
+    # with the old q the union over 20 observations exceeds δ/3
+    assert 20 * 2 * norm.sf(kc.q_noise(1.0, 0.1, 1) / 2) > 0.1 / 3
+
+
+def test_best_value_failure_is_the_union_of_its_four_events():
+    # regret on V and on V' (δ/2 each with β_t's 3δ), c and q (δ/3 each)
+    assert kc.best_value_noisy_failure(0.003) == pytest.approx(0.003 / 2 + 0.003 / 2 + 0.001 + 0.001, rel=1e-12)
+    # Kusner's β_t = Srinivas et al.'s β_t (6δ_S in the denominator) with δ_S = δ/2
+    assert kc.beta_t(10, 3, 0.1) == pytest.approx(2 * math.log(10 * 9 * math.pi**2 / (6 * 0.05)), rel=1e-12)
 
 
 def test_c1_by_hand():
@@ -52,7 +76,8 @@ def test_best_value_scale_by_hand():
 
 @pytest.mark.parametrize("bad", [
     lambda: kc.beta_t(0, 1, 0.1), lambda: kc.beta_t(10, 0, 0.1), lambda: kc.beta_t(10, 1, 0.0),
-    lambda: kc.c_noisy(1.5, 10, 0.1), lambda: kc.c_noisy(-0.1, 10, 0.1), lambda: kc.q_noise(0.0, 0.1),
+    lambda: kc.c_noisy(1.5, 10, 0.1), lambda: kc.c_noisy(-0.1, 10, 0.1), lambda: kc.q_noise(0.0, 0.1, 1),
+    lambda: kc.q_noise(0.1, 0.1, 0),
     lambda: kc.c1(-1.0), lambda: kc.exponential_sensitivity(-1.0, 0.0),
     lambda: kc.max_information_gain_bound(np.ones((2, 3)), 1, 1.0),
     lambda: kc.max_information_gain_bound(np.array([[1.0, 0.5], [0.4, 1.0]]), 1, 1.0),

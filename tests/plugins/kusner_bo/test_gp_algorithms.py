@@ -14,6 +14,7 @@ from dpaudit.errors import BudgetExceeded, InvalidParameter
 from dpaudit.mechanisms.exponential import sample_exponential
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.verify import verify_bundle
+from plugins.kusner_bo import constants as kc
 from plugins.kusner_bo.gp import KernelSpec, kernel_matrix
 from plugins.kusner_bo.gp_algorithms import (
     ExactObservations,
@@ -49,8 +50,31 @@ def test_sensitivities_are_the_papers_constants(make_session):
     _, r2 = _run(make_session, ExactObservations(A=2.0, tau=0.5))
     expected = 2.0 * math.exp(-T * 0.5 / math.log(T) ** 0.25) + 2 * math.sqrt(0.1 * math.log(20 / DELTA))
     assert r2.value_sensitivity.value == pytest.approx(expected, rel=1e-12)
-    for sens in (r1.index_sensitivity, r1.value_sensitivity, r2.value_sensitivity):
+    for sens in (r1.index_sensitivity, r2.index_sensitivity, r2.value_sensitivity):
         assert sens.failure_probability == DELTA
+    # Theorem 3: regret on V and V' (δ/2 each), c and q (δ/3 each)
+    assert r1.value_sensitivity.failure_probability == pytest.approx(5 * DELTA / 3, rel=1e-12)
+    # Theorem 3: Δ_v = sqrt(C1 β_T γ_T / T) + c + q, q = σ·sqrt(8 log(3T/δ)) covering all T observations
+    gamma = kc.max_information_gain_bound(kernel_matrix(MODEL.kernel, X), T, 0.1)
+    beta = 2 * math.log(10 * T**2 * math.pi**2 / (3 * DELTA))
+    q = 0.1 * math.sqrt(8 * math.log(3 * T / DELTA))
+    expected = math.sqrt(8 / math.log(1 + 0.1**-2) * beta * gamma / T) + c + q
+    assert r1.value_sensitivity.value == pytest.approx(expected, rel=1e-12)
+
+
+def test_verify_refuses_the_papers_one_observation_q_and_failure_probability(make_session):
+    """Attack: Algorithm 1's value charged as the paper states it, q = σ·sqrt(8 log(3/δ)) for one observation and
+    failure probability δ. ``verify`` recomputes the registered formula (q over T observations, 5δ/3) and refuses
+    both; before the fix the formula itself gave these numbers and the ledger verified."""
+    with make_session(epsilon=100.0, delta=1e-2, protected=("validation",)) as s:
+        _, sens = gp_sensitivities(MODEL, NoisyObservations(0.1), X, T, DELTA, s.neighbouring.value)
+        old_q, new_q = 0.1 * math.sqrt(8 * math.log(3 / DELTA)), 0.1 * math.sqrt(8 * math.log(3 * T / DELTA))
+        old = dataclasses.replace(sens, value=sens.value - new_q + old_q, failure_probability=DELTA)
+        s.charge(s.laplace_event(old, EPS), plugin="test", mechanism="laplace")
+    report = verify_bundle(s.run_dir, allow_not_for_release=True)
+    assert not report.valid
+    assert any("recorded sensitivity" in r for r in report.reasons), report.reasons
+    assert any("recorded failure probability" in r for r in report.reasons), report.reasons
 
 
 def test_certificate_is_conditional_states_k1_and_composes_to_two_epsilon(make_session):

@@ -132,3 +132,44 @@ def test_refuses_an_unprotected_training_set(make_session):
     with pytest.raises(PluginError):
         tune(s, CONFIG)
     s.close()
+
+
+def test_record_times_and_closed_at_do_not_reveal_k(make_session, monkeypatch):
+    """Attack: read K off the exported ledger as (release time − charge time) / training time. Two runs, K = 1 and
+    K = 3 (fixed by a patched sampler), each training taking 600 s on a hand-advanced ledger clock: every record
+    from the repeat-and-select charge on carries the charge's time, the certificates' closed_at are equal, the
+    ledgers' times are identical, and both verify. Before the fix the release came ~600·K s after the charge."""
+    import dpaudit.ledger as ledger_module
+
+    real_train = plugin_module.train_candidate
+    times, closed = {}, {}
+    for k in (1, 3):
+        clock = {"now": 1.7e9}
+
+        class Clock:
+            @staticmethod
+            def time(clock=clock) -> float:
+                clock["now"] += 1.0
+                return clock["now"]
+
+        def slow_train(*args, clock=clock, **kwargs):
+            clock["now"] += 600.0
+            return real_train(*args, **kwargs)
+
+        monkeypatch.setattr(ledger_module, "time", Clock)
+        monkeypatch.setattr("dpaudit.session.sample_repetitions", lambda *a, k=k: k)
+        monkeypatch.setattr(plugin_module, "train_candidate", slow_train)
+        s = make_session(epsilon=10.0)
+        outcome = tune(s, CONFIG)
+        cert = s.close()
+        assert outcome.repetitions == k
+        records = _records(s)
+        (charge,) = [r for r in records if r.type == "charge"]
+        assert {r.time for r in records[charge.seq:]} == {charge.time}
+        assert any(a["id"] == "randtune-hidden-repetitions" and "frozen" in a["statement"]
+                   for a in cert["assumptions"])
+        report = verify_bundle(s.run_dir, allow_not_for_release=True)
+        assert report.valid, report.reasons
+        times[k] = [r.time for r in records]
+        closed[k] = cert["run"]["closed_at"]
+    assert times[1] == times[3] and closed[1] == closed[3]
