@@ -19,6 +19,7 @@ from dpaudit.errors import (
     InvalidParameter,
     LedgerError,
     PluginError,
+    UncoveredRelease,
     UnsupportedEvent,
     VerificationError,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "PluginError",
     "Sensitivity",
     "Session",
+    "UncoveredRelease",
     "UnsupportedEvent",
     "VerificationError",
     "declared",

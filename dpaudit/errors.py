@@ -22,6 +22,14 @@ class BudgetExceeded(DPAuditError):
     """
 
 
+class UncoveredRelease(BudgetExceeded):
+    """A release, AboveThreshold round or training run that its charge does not cover (:mod:`dpaudit.coverage`).
+
+    One output more than the charge paid for, an output of another shape than the one charged (e.g. more
+    coordinates), or a release against a charge with no release rule. Nothing was written when this is raised.
+    """
+
+
 class UnsupportedEvent(DPAuditError):
     """An accountant was asked to compose an event (or a mix of events) it does not model."""
 
@@ -40,3 +48,7 @@ class PluginError(DPAuditError):
 
 class VerificationError(DPAuditError):
     """An evidence bundle or run could not be read well enough to be verified."""
+
+
+class TrustStoreError(VerificationError):
+    """The trust store of pinned signing keys is unreadable, malformed, or writable by group or others."""

@@ -15,7 +15,8 @@ What may reach the main MLflow run is a whitelist; nothing else is copied:
   derivable and not logged).
 
 A record that carries a key listed as confidential (e.g. ``true_value``) anywhere in it is **refused**
-(:class:`~dpaudit.errors.InvalidParameter`), not stripped: a raw value in the ledger is a broken contract, and
+(:class:`~dpaudit.errors.InvalidParameter`; the check is :func:`dpaudit.public_values.check_public`, which the
+session already ran before the ledger append), not stripped: a raw value in the ledger is a broken contract, and
 the ledger itself is attached to the run as an artifact, so stripping the mirror's copy would hide the leak rather
 than stop it. Raw values belong in :class:`~dpaudit.tracking.ConfidentialLog`.
 """
@@ -25,7 +26,7 @@ from __future__ import annotations
 import math
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,19 +35,15 @@ from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
 
 from dpaudit import canonical
 from dpaudit.errors import InvalidParameter
-
-CONFIDENTIAL_KEYS: frozenset[str] = frozenset({
-    "true_value", "true_values", "true_score", "true_scores", "true_utility", "true_utilities",
-    "raw", "raw_value", "raw_values", "unnoised", "unnoised_value", "unnoised_values",
-    "exact_value", "exact_values", "private_value", "private_values",
-})
-"""Keys (compared case-insensitively) that mark raw, data-dependent values; a record holding one is refused."""
+from dpaudit.public_values import CONFIDENTIAL_KEYS, check_public
 
 RECORD_TYPES = frozenset({"open", "charge", "release", "info", "close"})
 BURN_DOWN_TYPES = frozenset({"open", "charge", "close"})
 """Record types that get a burn-down point: only a charge changes ε spent; open and close give the end points."""
 
 SPENT_KEY = "dpaudit.epsilon_spent"
+#: run tag naming the fingerprint of the key that signs the run's certificate (set when the run starts)
+KEY_FINGERPRINT_TAG = "dpaudit.key_fingerprint"
 RELEASE_PREFIX = "release."
 LEDGER_TAG_PREFIX = "dpaudit.ledger."
 RESERVED_PREFIXES = ("dpaudit.", RELEASE_PREFIX)
@@ -78,60 +75,6 @@ class RecordEntities:
     ordinal: int
     metrics: tuple[Metric, ...]
     summary: str | None = None
-
-
-def find_confidential(value: Any, keys: frozenset[str] = CONFIDENTIAL_KEYS) -> str | None:
-    """The path (e.g. ``body.output.true_value``) of the first mapping key in ``value``, searched recursively
-    through mappings, lists and tuples, that is listed in ``keys`` (compared in lower case); None if there is none.
-    """
-    found = _find(value, keys)
-    if found is None:
-        return None
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in reversed(found)).lstrip(".")
-
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def _find(value: Any, keys: frozenset[str]) -> list[str | int] | None:
-    """Reversed path of the first confidential key (hot path of every record: exact type checks first)."""
-    if type(value) is dict or (type(value) not in _SCALARS and isinstance(value, Mapping)):
-        for k, v in value.items():
-            name = k if type(k) is str else str(k)
-            if name.lower() in keys:
-                return [name]
-            if type(v) not in _SCALARS:
-                found = _find(v, keys)
-                if found is not None:
-                    found.append(name)
-                    return found
-    elif type(value) in (list, tuple):
-        for i, v in enumerate(value):
-            if type(v) not in _SCALARS:
-                found = _find(v, keys)
-                if found is not None:
-                    found.append(i)
-                    return found
-    return None
-
-
-def confidential_key_set(extra: Iterable[str] = ()) -> frozenset[str]:
-    """:data:`CONFIDENTIAL_KEYS` plus ``extra`` (lower-cased)."""
-    return CONFIDENTIAL_KEYS | frozenset(str(k).lower() for k in extra)
-
-
-def check_public(value: Any, keys: frozenset[str], what: str) -> None:
-    """Refuse ``value`` if it holds a confidential key.
-
-    Raises:
-        InvalidParameter: a key listed in ``keys`` occurs in ``value``.
-    """
-    found = find_confidential(value, keys)
-    if found is not None:
-        raise InvalidParameter(
-            f"{what} holds the confidential key {found!r}: raw, data-dependent values never go to the MLflow run "
-            "(log them with ConfidentialLog, which is a separate, marked experiment)"
-        )
 
 
 def metric_key_part(text: str) -> str:

@@ -38,14 +38,9 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH
 
 from dpaudit.errors import DPAuditError, InvalidParameter, VerificationError
+from dpaudit.public_values import check_public, confidential_key_set
 from dpaudit.tracking.batching import plan_batches
-from dpaudit.tracking.entities import (
-    RecordEntities,
-    check_public,
-    confidential_key_set,
-    public_metric_entities,
-    record_entities,
-)
+from dpaudit.tracking.entities import RecordEntities, public_metric_entities, record_entities
 from dpaudit.tracking.store import prepare_store
 from dpaudit.validation import check_count
 
@@ -131,7 +126,7 @@ class MlflowMirror:
         experiment: name of the MLflow experiment that holds the runs (created when the first run starts).
         batch_size: buffered items per run that trigger a write (MLflow's per-call limits are kept by splitting).
         confidential_keys: keys refused in records and metrics, on top of
-            :data:`~dpaudit.tracking.entities.CONFIDENTIAL_KEYS`.
+            :data:`~dpaudit.public_values.CONFIDENTIAL_KEYS`.
 
     Raises:
         InvalidParameter: empty URI or experiment name, or a batch size < 1.

@@ -21,7 +21,9 @@ Under an existing charge (``charge=``) step 2 is replaced by a coverage check (:
   release): it is one repetition of a repeat-and-select, and only the caller's selected output may be released;
 * an *envelope* :class:`~dpaudit.events.PoissonSubsampledGaussianEvent` charged before a private selection, which
   dominates this run parameter-wise (:func:`parameter_dominated`, docs/accounting.md "Envelope charges"): the run
-  is recorded and released against that charge as if it had made it; an envelope covers one run only.
+  is recorded and released against that charge as if it had made it; an envelope covers one run only
+  (:meth:`~dpaudit.session.Session.claim`, atomic in the session: of two threads training under one envelope, one
+  is refused before it touches any data).
 
 Each step computes ``(Σ_{i∈batch} clip_C(∇ℓ_i) + N(0, σ²C² I)) / B`` (Opacus ``DPOptimizer``: flat clipping,
 ``loss_reduction="sum"`` per-example gradients, averaged by the *expected* batch size B, which is public, never
@@ -31,7 +33,6 @@ by the realised Poisson batch size, which is not).
 from __future__ import annotations
 
 import hashlib
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -339,6 +340,7 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
     Raises:
         PluginError: any other loader (its sampling cannot be accounted for), see :func:`plan_from_loader`; a
             ``charge`` that does not cover this run.
+        UncoveredRelease: an envelope ``charge`` that already covered a run (nothing is trained).
     """
     plan = plan_from_loader(loader, epochs)
     check_positive("lr", lr)
@@ -363,7 +365,7 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
         if repetition and public_eval is not None:
             raise InvalidParameter("a repetition under a repeat-and-select charge logs nothing: pass no public_eval")
         if not repetition:
-            _claim_envelope(session, charge)
+            session.claim(charge)  # atomic in the session: an envelope covers one run
     enveloped = charge is not None and not repetition
 
     gsm = GradSampleModule(model, batch_first=True, loss_reduction="sum", strict=True)
@@ -381,6 +383,7 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
         )
         if charge is None:
             charge = session.charge(event, plugin=PLUGIN_NAME, mechanism=MECHANISMS[optimizer])
+            session.claim(charge)  # this run uses its own charge: nothing else can run under it
         train_loss = _train_loop(session, gsm, dp_optimizer, loader, plan, public_eval)
     finally:
         trained = gsm.to_standard_module()
@@ -448,22 +451,6 @@ def check_covered(charged: PrivacyEvent, run: PoissonSubsampledGaussianEvent) ->
     if not covered:
         raise PluginError(f"{PLUGIN_NAME}: this run (q={run.sample_rate}, sigma={run.noise_multiplier}, "
                           f"steps={run.steps}) is not dominated by the charged {charged.kind} event")
-
-
-#: envelope charges already used, per session: an envelope covers one run
-_ENVELOPES_USED: weakref.WeakKeyDictionary[Session, set[int]] = weakref.WeakKeyDictionary()
-
-
-def _claim_envelope(session: Session, charge: Charge) -> None:
-    """Mark the envelope ``charge`` as used by this run.
-
-    Raises:
-        PluginError: it already covered a run of this session.
-    """
-    used = _ENVELOPES_USED.setdefault(session, set())
-    if charge.seq in used:
-        raise PluginError(f"{PLUGIN_NAME}: envelope charge {charge.seq} already covered a run; it covers one run only")
-    used.add(charge.seq)
 
 
 def _train_loop(session: Session, gsm: GradSampleModule, dp_optimizer: CappedDPOptimizer, loader: DataLoader,

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from dpaudit.errors import InvalidParameter
+from dpaudit.public_values import confidential_key_set
 from dpaudit.tracking.entities import (
     MAX_SUMMARY_LENGTH,
     SPENT_KEY,
-    confidential_key_set,
     public_metric_entities,
     record_entities,
     release_values,

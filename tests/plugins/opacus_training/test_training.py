@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from dpaudit import BudgetExceeded, PluginError
 from dpaudit.data import load_adult
-from dpaudit.errors import AccountingError, InvalidParameter
+from dpaudit.errors import AccountingError, InvalidParameter, UncoveredRelease
 from dpaudit.events import PoissonSubsampledGaussianEvent, SelfComposedEvent
 from dpaudit.ledger import read_records
 from dpaudit.sensitivity import Neighbouring, from_formula
@@ -335,9 +335,58 @@ def test_an_envelope_charge_covers_one_dominated_run_recorded_and_released_again
     (release,) = _records(s, "release")
     assert release.body["charge_seq"] == envelope.seq
     assert release.body["output"]["model_sha256"] == result.model_sha256
-    with pytest.raises(PluginError, match="one run only"):
+    with pytest.raises(UncoveredRelease, match=f"charge {envelope.seq} .*one run only"):
         train_private(s, model, small.X_train, small.y_train, epochs=1, batch_size=64, charge=envelope, **HYPER)
     second = s.charge(envelope.event, plugin="test", mechanism="dp-sgd")
     with pytest.raises(PluginError, match="not dominated"):
         train_private(s, model, small.X_train, small.y_train, epochs=1, batch_size=128, charge=second, **HYPER)
+    s.close()
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_racing_threads_train_under_one_envelope_exactly_once(make_session, small, attempt):
+    """Attack: two threads both train under one envelope charge (a check-then-act before the session held the
+    claim). The claim is atomic in the session: one thread trains and releases, the other is refused before it
+    touches any data, every time (3 races of 4 threads; the claim race itself is repeated 50 times in
+    tests/dpaudit/test_session.py)."""
+    import threading
+
+    from plugins.opacus_training.candidates import Candidate, grid_envelope
+
+    s = make_session(seed=attempt)
+    envelope = s.charge(grid_envelope([Candidate(2.0, 1.0, 1.0, 1, 64)], len(small.y_train), "envelope"),
+                        plugin="test", mechanism="dp-sgd")
+    barrier = threading.Barrier(4)
+    outcomes: list = [None] * 4
+
+    def worker(i: int) -> None:
+        model = build_model("logreg", small.X_train.shape[1], 1)
+        barrier.wait()
+        try:
+            outcomes[i] = train_private(s, model, small.X_train, small.y_train, epochs=1, batch_size=64,
+                                        charge=envelope, **HYPER)
+        except UncoveredRelease as exc:
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(isinstance(o, UncoveredRelease) for o in outcomes) == 3
+    (release,) = _records(s, "release")
+    assert release.body["charge_seq"] == envelope.seq
+    s.close()
+
+
+def test_a_run_under_its_own_charge_claims_it(make_session, small):
+    """The charge a run makes for itself is claimed by that run: no later run can be slipped in under it."""
+    s = make_session()
+    model = build_model("logreg", small.X_train.shape[1], 1)
+    train_private(s, model, small.X_train, small.y_train, epochs=1, batch_size=64, **HYPER)
+    (charge_record,) = _records(s, "charge")
+    charge = s._charges[charge_record.seq]
+    assert s.coverage(charge).claims == 1 and s.coverage(charge).outputs == 1
+    with pytest.raises(UncoveredRelease, match="one run only"):
+        train_private(s, model, small.X_train, small.y_train, epochs=1, batch_size=64, charge=charge, **HYPER)
     s.close()
