@@ -66,9 +66,11 @@ def export_bundle(run_dir: Path, destination: Path) -> list[Path]:
         "dpaudit evidence bundle\n\n"
         "ledger.jsonl      every charge and release of the run, hash-chained (append-only)\n"
         "certificate.json  the (epsilon, delta) claim, assumptions, versions and ledger head, signed (Ed25519)\n"
-        "public_key.pem    the key that verifies the signature\n"
+        "public_key.pem    the key that verifies the signature (trust it only if its fingerprint matches the\n"
+        "                  one the run's owner gave you out of band)\n"
         "report.md/.json   the budget report\n\n"
-        "Re-verify offline:  dpaudit verify .   (exit 0 valid, 1 invalid with reasons, 2 usage error)\n",
+        "Re-verify offline:  dpaudit verify . --trusted-key FINGERPRINT   (or pin it once: dpaudit keys trust)\n"
+        "                    exit 0 valid, 1 invalid with reasons (e.g. an untrusted key), 2 usage error\n",
         encoding="utf-8")
     written.append(readme)
     return written

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import os
 import stat
 from pathlib import Path
 
@@ -20,44 +19,45 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from dpaudit.errors import LedgerError, VerificationError
+from dpaudit.files import create_once
 
 
 def load_or_create_key(path: Path) -> Ed25519PrivateKey:
     """Load the Ed25519 private key at ``path``, creating it (and its parent directories) if it does not exist.
 
     A new key is written as unencrypted PKCS#8 PEM with mode ``0o600``; the file appears atomically (written
-    aside, then hard-linked into place), so two processes racing to create it end up sharing one key.
+    aside, then hard-linked into place, :func:`dpaudit.files.create_once`), so two processes racing to create it
+    end up sharing one key.
 
     Raises:
         LedgerError: the file is not an Ed25519 PKCS#8 PEM key, is readable or writable by group or others, or
             cannot be read or written.
     """
     path = Path(path)
-    try:
-        return _load_key(path)
-    except FileNotFoundError:
-        pass
+    key = load_key(path)
+    if key is not None:
+        return key
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, pem)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return _load_key(path)  # another process created it first: use theirs
-        finally:
-            tmp.unlink()
+        created = create_once(path, pem, 0o600)
     except OSError as err:
         raise LedgerError(f"cannot create signing key {path}: {err}") from err
+    if not created:  # another process created it first: use theirs
+        return _load_key(path)
     return key
+
+
+def load_key(path: Path) -> Ed25519PrivateKey | None:
+    """The Ed25519 private key at ``path``, or None if there is no file there (nothing is created).
+
+    Raises:
+        LedgerError: the file exists but is unusable (see :func:`load_or_create_key`).
+    """
+    try:
+        return _load_key(Path(path))
+    except FileNotFoundError:
+        return None
 
 
 def _load_key(path: Path) -> Ed25519PrivateKey:
@@ -129,3 +129,8 @@ def key_fingerprint(public_pem: str) -> str:
     """
     raw = _load_public(public_pem).public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return hashlib.sha256(raw).hexdigest()
+
+
+def public_key_fingerprint(key: Ed25519PrivateKey) -> str:
+    """:func:`key_fingerprint` of the public half of the private ``key``."""
+    return key_fingerprint(public_key_pem(key))

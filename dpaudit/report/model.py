@@ -78,6 +78,9 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         "run": {"name": opened["name"], "run_dir": str(run_dir), "closed": certificate is not None,
                 "records": len(records)},
         "budget": opened["budget"],
+        # the certificate's key, else the one the open record names (a run still open); None for old ledgers
+        "signing_key_fingerprint": (certificate or {}).get("public_key_fingerprint",
+                                                           opened.get("signing_key_fingerprint")),
         "neighbouring": opened["neighbouring"],
         "protected": opened["protected"],
         "public": opened["public"],

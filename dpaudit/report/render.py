@@ -51,7 +51,10 @@ def _facts(report: dict[str, Any]) -> list[tuple[str, str]]:
     return [("budget", f"epsilon = {report['budget']['epsilon']:g}, delta = {report['budget']['delta']:g}"),
             ("neighbouring relation", report["neighbouring"].replace("_", "/")),
             ("protected data", ", ".join(report["protected"])),
-            ("public data", ", ".join(report["public"]) or "none")]
+            ("public data", ", ".join(report["public"]) or "none"),
+            ("signing key", f"{report['signing_key_fingerprint']} (fingerprint: SHA-256 of the raw Ed25519 public "
+             "key; compare it with the one published out of band)" if report["signing_key_fingerprint"]
+             else "none recorded")]
 
 
 def render_text(report: dict[str, Any]) -> str:

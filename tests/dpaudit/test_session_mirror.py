@@ -78,3 +78,10 @@ def test_verify_by_mlflow_run_id_downloads_the_bundle(make_session, tmp_path):
     folder = resolve_run(s.run_id, store=tmp_path / "elsewhere")
     assert folder != s.run_dir
     assert verify_bundle(folder, allow_not_for_release=True).valid
+
+
+def test_run_is_tagged_with_the_signing_key_fingerprint(make_session, client):
+    """Tagged when the run starts, so the MLflow UI names the key before any certificate exists."""
+    s = make_session(mirror=True, name="tagged")
+    assert client.get_run(s.run_id).data.tags["dpaudit.key_fingerprint"] == s.key_fingerprint
+    assert s.close()["public_key_fingerprint"] == s.key_fingerprint

@@ -110,3 +110,30 @@ def test_non_ed25519_private_key_is_refused(tmp_path: Path) -> None:
     path.chmod(0o600)
     with pytest.raises(LedgerError, match="not Ed25519"):
         load_or_create_key(path)
+
+
+def test_load_key_never_creates_and_fingerprints_the_private_key(key_path: Path) -> None:
+    from dpaudit.signing import load_key, public_key_fingerprint
+
+    assert load_key(key_path) is None and not key_path.exists()
+    key = load_or_create_key(key_path)
+    assert public_key_fingerprint(load_key(key_path)) == key_fingerprint(public_key_pem(key))
+
+
+def test_racing_creators_share_one_key(key_path: Path) -> None:
+    """Eight threads creating the same key at once all end up with the key that landed on disk."""
+    import threading
+
+    barrier, found = threading.Barrier(8), []
+
+    def create() -> None:
+        barrier.wait()
+        found.append(public_key_pem(load_or_create_key(key_path)))
+
+    threads = [threading.Thread(target=create) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(found)) == 1 and found[0] == public_key_pem(load_or_create_key(key_path))
+    assert [p.name for p in key_path.parent.iterdir()] == [key_path.name]  # no temporary file left behind

@@ -28,3 +28,14 @@ def test_groups_bounds_and_certificate(make_session):
     assert json.loads(render(s.run_dir, "json"))["events"][0]["label"] == "a"
     html = render(s.run_dir, "html")
     assert html.startswith("<!doctype html>") and "<script" not in html
+
+
+def test_every_format_names_the_signing_key(make_session):
+    """The fingerprint an auditor compares with the one published out of band, open runs included."""
+    s = make_session()
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
+    assert build_report(s.run_dir)["signing_key_fingerprint"] == s.key_fingerprint  # from the open record
+    cert = s.close()
+    assert cert["public_key_fingerprint"] == s.key_fingerprint
+    for fmt in ("text", "markdown", "json", "html"):
+        assert s.key_fingerprint in render(s.run_dir, fmt), fmt
