@@ -2,13 +2,14 @@
 
 ``build_certificate`` reads only the ledger, so ``dpaudit verify`` can rebuild every field from the same
 records. The claim is the composition of every ``charge`` record (charges whose release never happened are
-still counted: conservative), evaluated at the session's δ by the session's accountant.
+still counted: conservative), evaluated at the session's δ by the session's accountant; an adaptive session's claim
+is the budget its Rényi filter admitted every charge under (:func:`filter_claim`).
 
-Fields: format, run, claim (ε, δ, accountant, the accountant that attained the bound, versions), budget,
-neighbouring relation, protected and public data sets, randomness and ``for_release``, assumptions (each with
-``conditional`` and the charges that rely on it), plugins with versions, dpaudit and code versions, ledger head
-hash and record count, confidential log (named as outside the release), and an Ed25519 signature over the
-canonical JSON of all the other fields.
+Fields: format, run (name, id, store id, open and close times), claim (ε, δ, accountant, the accountant that
+attained the bound, versions), budget, neighbouring relation, protected and public data sets, randomness and
+``for_release``, assumptions (each with ``conditional`` and the charges that rely on it), plugins with versions,
+dpaudit and code versions, ledger head hash and record count, confidential log (named as outside the release), and
+an Ed25519 signature over the canonical JSON of all the other fields.
 """
 
 from __future__ import annotations
@@ -23,14 +24,19 @@ from typing import Any
 from dpaudit import canonical
 from dpaudit import store as run_store
 from dpaudit.accounting import get_accountant
-from dpaudit.errors import VerificationError
+from dpaudit.accounting.filters import FILTER_NAME, FILTER_VERSION, RenyiFilter, charge_rdp, first_refused
+from dpaudit.errors import AccountingError, InvalidParameter, VerificationError
 from dpaudit.events import LeafEvent, PrivacyEvent, compose
 from dpaudit.ledger import Record
 from dpaudit.provenance import package_versions
 from dpaudit.sensitivity import Assumption
 from dpaudit.signing import key_fingerprint, public_key_pem, sign
 
-FORMAT = "dpaudit-certificate/1"
+FORMAT = "dpaudit-certificate/2"
+"""Version 2 binds the certificate to its run: ``run.id`` and ``run.store_id`` (from the ledger's ``open`` record)."""
+
+#: formats ``dpaudit verify`` reads; a version-1 certificate carries no run binding and is reported as unbound
+READABLE_FORMATS = ("dpaudit-certificate/1", FORMAT)
 
 #: What every certificate rests on, whatever the mechanisms (docs/accounting.md, "Adaptivity").
 FIXED_PARAMETERS = Assumption(
@@ -40,6 +46,19 @@ FIXED_PARAMETERS = Assumption(
               "The composition theorems used by every accountant require this.",
     conditional=True,
     source="Dwork, Rothblum & Vadhan 2010; Rogers, Roth, Ullman & Vadhan 2016 (fully adaptive composition)",
+)
+
+#: What an adaptive session's certificate states instead (docs/accounting.md, "Adaptive parameters: the Rényi
+#: filter"): enforced by the session and rechecked by verify, so not conditional.
+ADAPTIVE_PARAMETERS = Assumption(
+    id="privacy-parameters-adaptive-renyi-filter",
+    statement="The privacy parameters of each release may depend on earlier noisy outputs. Each charge was written "
+              "to the ledger before its noise was drawn, and admitted only while the Renyi filter named in the "
+              "claim held: some order of the filter with the running sum of the charges' RDP within its budget "
+              "(delta split evenly over the filter's finite orders). The claim is the filter's budget, not the "
+              "realised composition.",
+    conditional=False,
+    source="Feldman & Zrnic 2021 (Renyi filter); Lecuyer 2021; Balle et al. 2020, Thm. 21; union bound over orders",
 )
 
 ACCOUNTING_PACKAGES = ("dpaudit", "opacus", "dp-accounting", "numpy", "scipy")
@@ -57,10 +76,33 @@ def charged_events(records: Sequence[Record]) -> list[tuple[int, PrivacyEvent]]:
     return [(r.seq, PrivacyEvent.from_dict(r.body["event"])) for r in records if r.type == "charge"]
 
 
-def collect_assumptions(charges: Sequence[tuple[int, PrivacyEvent]]) -> list[dict[str, Any]]:
-    """Every assumption any charge rests on, once each, with the charge seqs that rely on it."""
+def session_filter(opened: Mapping[str, Any]) -> RenyiFilter | None:
+    """The Rényi filter an adaptive session's ``open`` record names, or None for a fixed-parameter session.
+
+    Raises:
+        InvalidParameter: a malformed or unknown filter, or one whose budget differs from the session's.
+    """
+    described = opened.get("adaptive")
+    if described is None:
+        return None
+    flt = RenyiFilter.from_dict(described)
+    budget = opened.get("budget", {})
+    if (flt.epsilon, flt.delta) != (budget.get("epsilon"), budget.get("delta")):
+        raise InvalidParameter(f"the filter's budget ({flt.epsilon}, {flt.delta}) is not the session's {budget}")
+    return flt
+
+
+def collect_assumptions(charges: Sequence[tuple[int, PrivacyEvent]], *, adaptive: bool = False) -> list[dict[str, Any]]:
+    """Every assumption any charge rests on, once each, with the charge seqs that rely on it.
+
+    Args:
+        charges: (seq, event) of every charge.
+        adaptive: the session admitted its charges through a Rényi filter: :data:`ADAPTIVE_PARAMETERS` replaces the
+            conditional :data:`FIXED_PARAMETERS`.
+    """
+    base = ADAPTIVE_PARAMETERS if adaptive else FIXED_PARAMETERS
     found: dict[tuple[str, str], tuple[Assumption, list[int]]] = {
-        (FIXED_PARAMETERS.id, FIXED_PARAMETERS.statement): (FIXED_PARAMETERS, [seq for seq, _ in charges]),
+        (base.id, base.statement): (base, [seq for seq, _ in charges]),
     }
     for seq, event in charges:
         for leaf, _ in event.leaves():
@@ -73,8 +115,17 @@ def collect_assumptions(charges: Sequence[tuple[int, PrivacyEvent]]) -> list[dic
 
 
 def compute_claim(records: Sequence[Record], accountant_name: str | None = None) -> dict[str, Any]:
-    """Compose every charge in the ledger at the session's δ with the session's (or the named) accountant."""
+    """Compose every charge in the ledger at the session's δ with the session's (or the named) accountant.
+
+    An adaptive session's claim is its Rényi filter's budget (:func:`filter_claim`), whatever ``accountant_name``.
+
+    Raises:
+        AccountingError: an adaptive session's charges exceed its filter (no certificate may claim the budget).
+    """
     opened = open_body(records)
+    flt = session_filter(opened)
+    if flt is not None:
+        return filter_claim(flt, charged_events(records))
     delta = float(opened["budget"]["delta"])
     accountant = get_accountant(accountant_name or opened["accountant"]["name"])
     charges = charged_events(records)
@@ -89,6 +140,21 @@ def compute_claim(records: Sequence[Record], accountant_name: str | None = None)
             "accountant_version": accountant.version()}
 
 
+def filter_claim(flt: RenyiFilter, charges: Sequence[tuple[int, PrivacyEvent]]) -> dict[str, Any]:
+    """The claim of an adaptive session: (ε_B, δ_B), after checking that the filter admits every charge.
+
+    Raises:
+        AccountingError: some prefix of the charges is refused by the filter.
+        UnsupportedEvent: a charge has no Rényi-DP bound.
+    """
+    refused = first_refused(flt, [charge_rdp(event, flt.orders) for _, event in charges])
+    if refused is not None:
+        raise AccountingError(f"charge {charges[refused][0]} exceeds the session's Renyi filter: the budget "
+                              f"({flt.epsilon:g}, {flt.delta:g}) cannot be claimed")
+    return {"epsilon": flt.epsilon, "delta": flt.delta, "accountant": FILTER_NAME, "attained_by": FILTER_NAME,
+            "accountant_version": FILTER_VERSION, "filter": flt.to_dict()}
+
+
 def unsigned(certificate: Mapping[str, Any]) -> bytes:
     """The bytes the signature covers: canonical JSON of every field but ``signature``."""
     return canonical.encode({k: v for k, v in certificate.items() if k != "signature"})
@@ -99,14 +165,15 @@ def build_certificate(records: Sequence[Record], *, key, plugins: Mapping[str, s
     """Build and sign the certificate of a closed ledger."""
     opened = open_body(records)
     charges = charged_events(records)
-    assumptions = collect_assumptions(charges)
+    assumptions = collect_assumptions(charges, adaptive=session_filter(opened) is not None)
     mechanisms = Counter(f"{r.body['plugin']}/{r.body['mechanism']}" for r in records if r.type == "charge")
     randomness = opened["randomness"]
     public_pem = public_key_pem(key)
     claim = compute_claim(records)
     certificate: dict[str, Any] = {
         "format": FORMAT,
-        "run": {"name": opened["name"], "opened_at": records[0].time, "closed_at": records[-1].time},
+        "run": {"name": opened["name"], "id": opened["run_id"], "store_id": opened["store_id"],
+                "opened_at": records[0].time, "closed_at": records[-1].time},
         "claim": claim,
         "budget": opened["budget"],
         "neighbouring": opened["neighbouring"],

@@ -110,10 +110,12 @@ def account_dpsgd(sample_rate: float, noise_multiplier: float, steps: int, delta
 @click.option("--delta", type=float, required=True, help="Session budget δ.")
 @click.option("--name", default=None, help="Run name (default: the plugin name).")
 @click.option("--seed", type=int, default=None, help="Seeded randomness (reproducible, NOT FOR RELEASE).")
+@click.option("--adaptive", is_flag=True, help="Admit charges through a Renyi filter, valid when privacy parameters "
+              "depend on earlier outputs; the certificate claims the budget (docs/accounting.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: run id, paths, claim, results.")
 @click.pass_obj
 def run_plugin(obj: dict, plugin: str, config_path: Path | None, epsilon: float, delta: float, name: str | None,
-               seed: int | None, as_json: bool) -> None:
+               seed: int | None, adaptive: bool, as_json: bool) -> None:
     """Run PLUGIN inside an audited session with budget (EPSILON, DELTA) and certify it."""
     from dpaudit.mechanisms.randomness import SeededRandom
     from dpaudit.registry import get_plugin
@@ -125,7 +127,7 @@ def run_plugin(obj: dict, plugin: str, config_path: Path | None, epsilon: float,
                   else canonical.read_object(config_path, InvalidParameter))
         with Session(epsilon=epsilon, delta=delta, name=name or found.name, protected=found.protected or
                      ("private data set",), public=found.public, rng=SeededRandom(seed) if seed is not None else None,
-                     store=obj["store"], tracking_uri=obj["tracking_uri"]) as session:
+                     store=obj["store"], tracking_uri=obj["tracking_uri"], adaptive=adaptive) as session:
             session.register_plugin(found.name, found.version)
             results = found.run(session, config)
     except DPAuditError as exc:
@@ -158,26 +160,67 @@ def report(obj: dict, run: str, fmt: str) -> None:
 
 
 @main.command()
-@click.argument("run")
+@click.argument("run", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--allow-not-for-release", is_flag=True, help="Accept a run made with seeded (test) randomness.")
+@click.option("--trusted-key", "trusted_keys", multiple=True, metavar="FINGERPRINT|PEMFILE",
+              help="Trust this signing key (SHA-256 fingerprint of the raw Ed25519 key, or a PEM public-key file); "
+              "repeatable. Get the fingerprint out of band.")
+@click.option("--accept-bundle-key", is_flag=True,
+              help="Accept a valid signature by an untrusted key; the verdict then says the key was not pinned.")
+@click.option("--trust-store", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Trust store file (default $DPAUDIT_TRUST_STORE or $XDG_CONFIG_HOME/dpaudit/trusted_keys.json).")
+@click.option("--store", "store_option", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Without RUN: verify this whole store against its transparency log. With RUN: the store to find "
+              "RUN in. Either way the store's own key is trusted.")
+@click.option("--log-head", default=None, metavar="SIZE:ROOT",
+              help="With --store and no RUN: a log head recorded earlier; the log must extend it.")
 @click.pass_obj
-def verify(obj: dict, run: str, as_json: bool, allow_not_for_release: bool) -> None:
-    """Verify RUN's certificate offline: exit 0 valid, 1 invalid (every reason listed), 2 usage error."""
-    from dpaudit.runs import resolve_run
-    from dpaudit.verify import verify_bundle
+def verify(obj: dict, run: str | None, as_json: bool, allow_not_for_release: bool, trusted_keys: tuple[str, ...],
+           accept_bundle_key: bool, trust_store: Path | None, store_option: Path | None, log_head: str | None) -> None:
+    """Verify RUN's certificate offline, or (--store STORE, no RUN) a whole store against its transparency log.
 
+    Exit 0 valid, 1 invalid (every reason listed), 2 usage error.
+    """
+    from dpaudit.runs import resolve_run
+    from dpaudit.transparency import parse_head_token
+    from dpaudit.trust import KeyTrust
+    from dpaudit.verify import verify_bundle
+    from dpaudit.verify_store import verify_store
+
+    store = store_option if store_option is not None else obj["store"]
     try:
-        folder = resolve_run(run, store=obj["store"], tracking_uri=obj["tracking_uri"])
-        result = verify_bundle(folder, allow_not_for_release=allow_not_for_release)
+        trust = KeyTrust.default(store, trusted_keys=trusted_keys, trust_store=trust_store,
+                                 accept_bundle_key=accept_bundle_key)
+        if run is None:
+            if store_option is None:
+                raise InvalidParameter("give RUN, or --store STORE to verify a whole store")
+            head = parse_head_token(log_head) if log_head is not None else None
+            result = verify_store(store_option, trust=trust, log_head=head)
+        else:
+            if log_head is not None:
+                raise InvalidParameter("--log-head checks a whole store: use it with --store STORE and no RUN")
+            folder = resolve_run(run, store=store, tracking_uri=obj["tracking_uri"])
+            result = verify_bundle(folder, allow_not_for_release=allow_not_for_release, trust=trust)
     except DPAuditError as exc:
         _fail(exc)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
+        sys.exit(0 if result.valid else 1)
+    for c in result.checks:
+        click.echo(f"[{'ok' if c.ok else 'FAIL'}] {c.name}: {c.detail}")
+    key = result.signing_key
+    if key is not None:
+        click.echo(f"signing key: {key.fingerprint or '(unparsable)'} " + (
+            f"(trusted: {key.trusted_by})" if key.trusted else
+            "(NOT PINNED: accepted with --accept-bundle-key)" if key.accepted_unpinned else "(UNTRUSTED)"))
+    if not result.valid:
+        click.echo(f"INVALID ({len(result.reasons)} reasons)")
+    elif key is not None and not key.trusted:
+        click.echo("VALID, but the signing key was NOT PINNED: this shows only that the bundle is consistent with "
+                   "a key it carries itself")
     else:
-        for c in result.checks:
-            click.echo(f"[{'ok' if c.ok else 'FAIL'}] {c.name}: {c.detail}")
-        click.echo("VALID" if result.valid else f"INVALID ({len(result.reasons)} reasons)")
+        click.echo("VALID")
     sys.exit(0 if result.valid else 1)
 
 
@@ -195,6 +238,122 @@ def export(obj: dict, run: str, directory: Path) -> None:
         _fail(exc)
     for f in files:
         click.echo(str(f))
+
+
+@main.group()
+@click.option("--trust-store", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Trust store file (default $DPAUDIT_TRUST_STORE or $XDG_CONFIG_HOME/dpaudit/trusted_keys.json).")
+@click.pass_obj
+def keys(obj: dict, trust_store: Path | None) -> None:
+    """Signing keys: the trust store of pinned keys, and the local store's own key."""
+    from dpaudit.trust import default_trust_store_path
+
+    obj["trust_store"] = trust_store if trust_store is not None else default_trust_store_path()
+
+
+@keys.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def keys_list(obj: dict, as_json: bool) -> None:
+    """List the trusted keys: the trust store's, and the local store's own key."""
+    from dpaudit.store import store_root
+    from dpaudit.trust import BY_LOCAL_STORE, BY_TRUST_STORE, local_store_fingerprint, read_trust_store
+
+    try:
+        rows = [{**k.to_dict(), "source": BY_TRUST_STORE} for k in read_trust_store(obj["trust_store"]).values()]
+        root = store_root(obj["store"])
+        local = local_store_fingerprint(root)
+    except DPAuditError as exc:
+        _fail(exc)
+    if local is not None:
+        rows.append({"fingerprint": local, "name": str(root), "public_key": None, "source": BY_LOCAL_STORE})
+    if as_json:
+        click.echo(json.dumps({"trust_store": str(obj["trust_store"]), "keys": rows}, indent=2))
+        return
+    click.echo(f"trust store: {obj['trust_store']}")
+    for r in rows:
+        click.echo(f"{r['fingerprint']}  {r['source']}: {r['name']}")
+
+
+@keys.command("trust")
+@click.argument("key", metavar="FINGERPRINT|PEMFILE")
+@click.option("--name", default=None, help="A name for people (default: the fingerprint's first 16 digits).")
+@click.pass_obj
+def keys_trust(obj: dict, key: str, name: str | None) -> None:
+    """Pin KEY in the trust store; compare its fingerprint with one obtained out of band first."""
+    from dpaudit.trust import trust_key
+
+    try:
+        entry = trust_key(obj["trust_store"], key, name)
+    except DPAuditError as exc:
+        _fail(exc)
+    click.echo(f"trusted {entry.fingerprint} ({entry.name}) in {obj['trust_store']}")
+
+
+@keys.command("untrust")
+@click.argument("fingerprint")
+@click.pass_obj
+def keys_untrust(obj: dict, fingerprint: str) -> None:
+    """Remove FINGERPRINT from the trust store (exit 1 if it was not there)."""
+    from dpaudit.trust import untrust_key
+
+    try:
+        removed = untrust_key(obj["trust_store"], fingerprint)
+    except DPAuditError as exc:
+        _fail(exc)
+    click.echo(f"{'removed' if removed else 'not in the trust store:'} {fingerprint}")
+    sys.exit(0 if removed else 1)
+
+
+@keys.command("export")
+@click.option("--store", "store_option", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The store whose key to export (default: the local store).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def keys_export(obj: dict, store_option: Path | None, as_json: bool) -> None:
+    """Print the local store's public key (PEM) and fingerprint, to hand to auditors out of band."""
+    from dpaudit.signing import load_key, public_key_fingerprint, public_key_pem
+    from dpaudit.store import default_key_path, store_root
+
+    path = default_key_path(store_root(store_option if store_option is not None else obj["store"]))
+    try:
+        key = load_key(path)
+        if key is None:
+            raise VerificationError(f"no signing key at {path}: the store has not signed anything yet")
+    except DPAuditError as exc:
+        _fail(exc)
+    fingerprint, pem = public_key_fingerprint(key), public_key_pem(key)
+    if as_json:
+        click.echo(json.dumps({"fingerprint": fingerprint, "public_key": pem}))
+    else:
+        click.echo(f"{pem}fingerprint (SHA-256 of the raw Ed25519 key): {fingerprint}")
+
+
+@main.group("log")
+def transparency_log() -> None:
+    """The store's transparency log of closed certificates."""
+
+
+@transparency_log.command("head")
+@click.option("--store", "store_option", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The store (default: the local store).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def log_head(obj: dict, store_option: Path | None, as_json: bool) -> None:
+    """Print the store's signed log head SIZE:ROOT, to record out of band for `verify --store --log-head`."""
+    from dpaudit.store import store_root
+    from dpaudit.transparency import current_head
+
+    root = store_root(store_option if store_option is not None else obj["store"])
+    try:
+        head = current_head(root)
+    except DPAuditError as exc:
+        _fail(exc)
+    if as_json:
+        click.echo(json.dumps({"head": head.token, "size": head.size, "root": head.root, "store_id": head.store_id,
+                               "key_fingerprint": head.key_fingerprint}))
+    else:
+        click.echo(f"{head.token}\nstore {head.store_id}, signed by key {head.key_fingerprint}")
 
 
 @main.command()

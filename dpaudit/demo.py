@@ -23,6 +23,7 @@ from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.registry import get_plugin
 from dpaudit.sensitivity import from_formula
 from dpaudit.session import Session
+from dpaudit.trust import KeyTrust
 from dpaudit.verify import verify_bundle
 
 BUDGET = (5.0, 1e-5)
@@ -79,7 +80,9 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
         echo(f"  DP-SGD test accuracy on the public final-test half: {result['test_accuracy']:.3f}; budget filter's "
              f"bound so far {s.spent_epsilon():.4g} (the certificate composes every charge more tightly)")
     certificate = s.close()
-    verification = verify_bundle(s.run_dir, allow_not_for_release=seed is not None)
+    # the store's own key is trusted; a key given with --signing-key is the operator's choice, pinned for this check
+    trust = KeyTrust.default(store, trusted_keys=(s.key_fingerprint,) if signing_key else ())
+    verification = verify_bundle(s.run_dir, allow_not_for_release=seed is not None, trust=trust)
     claim = certificate["claim"]
     echo(f"certificate: {certificate['guarantee']}")
     echo(f"  accountant {claim['accountant']} (attained by {claim['attained_by']}); {certificate['release_status']}")
@@ -90,6 +93,7 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
         echo(f"  verify [{'ok' if check.ok else 'FAIL'}] {check.name}: {check.detail}")
     echo(f"verification: {'VALID' if verification.valid else 'INVALID'}; run folder {s.run_dir}; MLflow run "
          f"{s.run_id} (dpaudit ui)")
+    echo(f"  signing key fingerprint {s.key_fingerprint} (give it to auditors out of band: dpaudit keys export)")
     return {
         "run_id": s.run_id,
         "run_dir": str(s.run_dir),
@@ -103,5 +107,6 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
         "charged_iterations": result["charged_iterations"],
         "test_accuracy": float(result["test_accuracy"]),
         "verified": verification.valid,
+        "key_fingerprint": s.key_fingerprint,
         "releases": {"n": float(n)},
     }

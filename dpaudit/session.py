@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -26,12 +25,23 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit import canonical
+from dpaudit import canonical, transparency
 from dpaudit import store as run_store
-from dpaudit.accounting import get_accountant
-from dpaudit.budget import BudgetFilter
+from dpaudit.accounting import DEFAULT_ACCOUNTANT, get_accountant
+from dpaudit.accounting.filters import DEFAULT_FILTER_ORDERS, FILTER_NAME, FILTER_VERSION
+from dpaudit.budget import AdaptiveBudgetFilter, BudgetFilter
 from dpaudit.certificate import build_certificate, write_certificate
-from dpaudit.errors import BudgetExceeded, DPAuditError, InvalidParameter, UnsupportedEvent
+from dpaudit.coverage import (
+    AboveThresholdRound,
+    CoverageState,
+    RoundState,
+    after_claim,
+    after_release,
+    after_round_start,
+    next_query,
+    unused,
+)
+from dpaudit.errors import DPAuditError, InvalidParameter, UncoveredRelease, UnsupportedEvent
 from dpaudit.events import (
     AboveThresholdEvent,
     ExponentialEvent,
@@ -51,8 +61,9 @@ from dpaudit.mechanisms.exponential import sample_exponential
 from dpaudit.mechanisms.randomness import RandomSource, SecureRandom
 from dpaudit.mechanisms.repetitions import sample_repetitions
 from dpaudit.provenance import code_version, dpaudit_version
+from dpaudit.public_values import CONFIDENTIAL_KEYS, check_public
 from dpaudit.sensitivity import Neighbouring, Norm, Sensitivity, declared
-from dpaudit.signing import load_or_create_key
+from dpaudit.signing import load_or_create_key, public_key_fingerprint
 from dpaudit.validation import check_count, check_delta, check_epsilon
 
 
@@ -85,6 +96,28 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _budget_filter(epsilon: float, delta: float, accountant: str | None, adaptive: bool,
+                   filter_orders: Sequence[float] | None) -> tuple[BudgetFilter | AdaptiveBudgetFilter, dict[str, Any]]:
+    """The session's budget filter and what the ``open`` record says about its accounting.
+
+    Raises:
+        InvalidParameter: an accountant named for an adaptive session, orders for a fixed one, bad orders.
+    """
+    if not adaptive:
+        if filter_orders is not None:
+            raise InvalidParameter("filter_orders applies to an adaptive session only (adaptive=True)")
+        chosen = get_accountant(accountant or DEFAULT_ACCOUNTANT)
+        return (BudgetFilter(epsilon, delta, chosen),
+                {"accountant": {"name": chosen.name, "version": chosen.version()}})
+    if accountant is not None:
+        raise InvalidParameter(f"an adaptive session is accounted by its Renyi filter, not by the {accountant!r} "
+                               "accountant (the fixed-parameter accountants need parameters fixed in advance)")
+    adaptive_filter = AdaptiveBudgetFilter(epsilon, delta, DEFAULT_FILTER_ORDERS if filter_orders is None
+                                           else filter_orders)
+    return adaptive_filter, {"accountant": {"name": FILTER_NAME, "version": FILTER_VERSION},
+                             "adaptive": adaptive_filter.filter.to_dict()}
+
+
 class Session:
     """An audited differentially private session with a budget fixed before any data is touched.
 
@@ -95,7 +128,8 @@ class Session:
         neighbouring: ``"add_remove"`` or ``"replace_one"``; every charged event must use it.
         protected: names of the data sets the guarantee protects (stated in the certificate).
         public: names of data used without privacy protection (e.g. a public test set), stated as such.
-        accountant: name of the accountant whose bound is certified (default: the tightest sound one).
+        accountant: name of the accountant whose bound is certified (default: the tightest sound one); not with
+            ``adaptive``.
         rng: randomness source; :class:`SecureRandom` by default. A seeded source marks the certificate
             "not for release".
         store: run store root (default ``$DPAUDIT_HOME`` or ``./dpaudit_runs``).
@@ -103,6 +137,12 @@ class Session:
         mirror: mirror the ledger into MLflow (default True).
         confidential: allow :meth:`log_confidential` (raw values in a separate, marked MLflow experiment).
         signing_key: path of the Ed25519 key that signs the certificate (default ``<store>/keys/``).
+        adaptive: admit charges whose privacy parameters depend on earlier noisy outputs, through a Rényi filter
+            (:class:`~dpaudit.budget.AdaptiveBudgetFilter`); the certificate then claims the budget (ε_B, δ_B) and
+            drops the ``privacy-parameters-fixed-in-advance`` assumption. Releases without a Rényi-DP bound are
+            refused. Default False: the tighter fixed-parameter accountants, with that assumption.
+        filter_orders: the filter's orders (integers ≥ 2 of the RDP grid; default
+            :data:`~dpaudit.accounting.filters.DEFAULT_FILTER_ORDERS`); only with ``adaptive``.
     """
 
     def __init__(
@@ -114,13 +154,15 @@ class Session:
         neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE,
         protected: Sequence[str] = ("private data set",),
         public: Sequence[str] = (),
-        accountant: str = "tightest",
+        accountant: str | None = None,
         rng: RandomSource | None = None,
         store: Path | str | None = None,
         tracking_uri: str | None = None,
         mirror: bool = True,
         confidential: bool = False,
         signing_key: Path | str | None = None,
+        adaptive: bool = False,
+        filter_orders: Sequence[float] | None = None,
     ) -> None:
         epsilon = check_epsilon(epsilon, "budget epsilon")
         delta = check_delta(delta, "budget delta", allow_zero=False)
@@ -135,28 +177,35 @@ class Session:
         self.protected = tuple(protected)
         self.public = tuple(public)
         self.rng = rng if rng is not None else SecureRandom()
-        self._accountant = get_accountant(accountant)
-        self._filter = BudgetFilter(epsilon, delta, self._accountant)
+        self._filter, accounting = _budget_filter(epsilon, delta, accountant, adaptive, filter_orders)
         self._root = run_store.store_root(store)
         self._key_path = Path(signing_key) if signing_key else run_store.default_key_path(self._root)
+        # the key and the store id are fixed at open: the open record, the MLflow tag and the certificate name them
+        self._key = load_or_create_key(self._key_path)
+        self.key_fingerprint = public_key_fingerprint(self._key)
+        self.store_id = run_store.load_or_create_store_id(self._root)
         self._charges: dict[int, Charge] = {}
         self._mirror = None
         self._mirror_error: Exception | None = None
         self._confidential = None
         self._closed = False
         self._plugins: dict[str, str] = {}
-        self._release_lock = threading.Lock()
+        # what each charge has used of what it covers, and the live AboveThreshold rounds (their noisy thresholds),
+        # keyed by charge seq; private, changed only under the filter lock (dpaudit/coverage.py)
+        self._coverage: dict[int, CoverageState] = {}
+        self._rounds: dict[tuple[int, int], AboveThreshold] = {}
         self._trial_run: str | None = None
         self._mirrored_to: dict[int, str] = {}  # ledger seq -> the MLflow run (session or trial) it belongs to
 
         if mirror:
-            from dpaudit.tracking import MlflowMirror, resolve_tracking_uri
+            from dpaudit.tracking import KEY_FINGERPRINT_TAG, MlflowMirror, resolve_tracking_uri
 
             self._mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), experiment="dpaudit")
             self.run_id = self._mirror.start_run(
                 name, params={"budget_epsilon": str(epsilon), "budget_delta": str(delta),
-                              "neighbouring": self.neighbouring.value, "accountant": accountant},
-                tags={"dpaudit.protected": ", ".join(self.protected), "dpaudit.for_release": str(self.rng.for_release)},
+                              "neighbouring": self.neighbouring.value, "accountant": accounting["accountant"]["name"]},
+                tags={"dpaudit.protected": ", ".join(self.protected), "dpaudit.for_release": str(self.rng.for_release),
+                      KEY_FINGERPRINT_TAG: self.key_fingerprint},
             )
             if confidential:
                 from dpaudit.tracking import ConfidentialLog
@@ -168,11 +217,14 @@ class Session:
         self._ledger = Ledger.create(self.run_dir / run_store.LEDGER)
         self._append("open", {
             "name": name,
+            "run_id": self.run_id,
+            "store_id": self.store_id,
+            "signing_key_fingerprint": self.key_fingerprint,
             "budget": {"epsilon": epsilon, "delta": delta},
             "neighbouring": self.neighbouring.value,
             "protected": list(self.protected),
             "public": list(self.public),
-            "accountant": {"name": self._accountant.name, "version": self._accountant.version()},
+            **accounting,
             "randomness": self.rng.describe(),
             "dpaudit_version": dpaudit_version(),
             "code_version": code_version(),
@@ -210,7 +262,11 @@ class Session:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
     def spent_epsilon(self) -> float:
-        """Upper bound on ε (at δ_B) of everything charged so far."""
+        """Upper bound on ε (at δ_B) of everything charged so far.
+
+        In an adaptive session: the smallest budget its Rényi filter would have needed so far, information only; with
+        adaptively chosen parameters only the budget itself is certified (docs/accounting.md).
+        """
         return self._filter.spent
 
     def remaining_epsilon(self) -> float:
@@ -219,8 +275,19 @@ class Session:
     # --- the audited path -------------------------------------------------------------------------------------
 
     def _append(self, kind: str, body: dict[str, Any]) -> Record:
-        # One lock orders ledger appends and their mirroring: a run must receive its records in ledger order.
+        """Append one record and mirror it, under the session's lock (the filter lock).
+
+        One lock orders ledger appends and their mirroring (a run must receive its records in ledger order), and
+        makes "is the session open?" and the append one step. The body is checked for confidential keys first
+        (:func:`dpaudit.public_values.check_public`), whatever the mirror setting: a refused body writes nothing.
+
+        Raises:
+            InvalidParameter: the body holds a confidential key (e.g. ``true_value``).
+            DPAuditError: the session is closed.
+        """
+        check_public(body, CONFIDENTIAL_KEYS, f"{kind} record")
         with self._filter.lock:
+            self._check_open()
             record = self._ledger.append(kind, body)
             self._mirror_record(record)
         return record
@@ -255,10 +322,13 @@ class Session:
             raise UnsupportedEvent(
                 f"event is about {relation.value} neighbours but the session protects {self.neighbouring.value}"
             )
+        described = event.to_dict()
+        check_public(described, CONFIDENTIAL_KEYS, "charge record")
         with self._filter.lock:
+            self._check_open()
             admission = self._filter.admit(event)
             record = self._ledger.append("charge", {
-                "event": event.to_dict(), "plugin": plugin, "mechanism": mechanism,
+                "event": described, "plugin": plugin, "mechanism": mechanism,
                 "epsilon_spent": admission.epsilon, "bound_source": admission.source,
             })
             self._filter.commit(event, admission)
@@ -272,15 +342,100 @@ class Session:
         return not self._closed and self._charges.get(charge.seq) is charge
 
     def record_release(self, charge: Charge, output: Any) -> None:
-        """Write the ``release`` record of a charged event's (noisy, public) output, fsynced, before returning it."""
-        self._check_open()
+        """Write the ``release`` record of a charged event's (noisy, public) output, fsynced, before returning it.
+
+        The output must be one the charge covers (:mod:`dpaudit.coverage`): one output of the charged dimension for
+        Laplace and Gaussian, one index for the exponential mechanism, one model for a DP-SGD charge, one selected
+        output for a repeat-and-select. The check and the append are one step under the session's lock, so
+        concurrent releases on one charge cannot both pass.
+
+        Raises:
+            InvalidParameter: the charge was not made by this session, or the output holds a confidential key.
+            UncoveredRelease: the charge's outputs are already released, the output has another shape than the
+                one charged, the charge has no release rule, or it is an AboveThreshold charge (whose answers only
+                :meth:`AuditedAboveThreshold.test` releases). Nothing is written.
+        """
+        with self._filter.lock:
+            if isinstance(self.coverage(charge).coverage.unit, AboveThresholdRound):
+                raise UncoveredRelease(f"charge {charge.seq} is an AboveThreshold charge: its answers are released "
+                                       "only by the rounds the session runs (AboveThresholdRounds.next_round)")
+            self._release(charge, output)
+
+    def _release(self, charge: Charge, output: Any) -> None:
+        """Check that ``charge`` covers ``output``, append its release record and count it, in one locked step."""
+        body = {"charge_seq": charge.seq, "plugin": charge.plugin, "mechanism": charge.mechanism,
+                "label": getattr(charge.event, "label", ""), "output": _jsonable(output)}
+        with self._filter.lock:
+            self._check_open()
+            used = self._covered(charge, lambda state: after_release(state, body["output"]))
+            self._append("release", body)
+            self._coverage[charge.seq] = used
+
+    def coverage(self, charge: Charge) -> CoverageState:
+        """What ``charge`` covers and what of it is used so far (an immutable snapshot; see :mod:`dpaudit.coverage`).
+
+        Raises:
+            InvalidParameter: the charge was not made by this session.
+            UncoveredRelease: the charged event has no release rule (a composition of different events).
+        """
+        with self._filter.lock:
+            return self._covered(charge, lambda state: state)
+
+    def claim(self, charge: Charge) -> None:
+        """Start one training run under ``charge`` (e.g. an envelope charged before a private selection).
+
+        A DP-SGD charge covers one run: the first claim succeeds, every later one is refused. The check and the
+        count are one step under the session's lock, so of several threads claiming one charge exactly one wins.
+        Call it before the run touches any data.
+
+        Raises:
+            InvalidParameter: the charge was not made by this session.
+            UncoveredRelease: the charge is not a training charge, or its run(s) already started.
+        """
+        with self._filter.lock:
+            self._check_open()
+            self._coverage[charge.seq] = self._covered(charge, after_claim)
+
+    def _covered(self, charge: Charge, step: Any) -> Any:
+        """``step`` applied to ``charge``'s coverage state (caller holds the lock); errors name the charge."""
         if self._charges.get(charge.seq) is not charge:
             raise InvalidParameter(f"charge {charge.seq} was not made by this session")
-        self._append("release", {"charge_seq": charge.seq, "plugin": charge.plugin, "mechanism": charge.mechanism,
-                                 "label": getattr(charge.event, "label", ""), "output": _jsonable(output)})
+        try:
+            state = self._coverage.get(charge.seq) or unused(charge.event)
+            return step(state)
+        except UncoveredRelease as exc:
+            raise UncoveredRelease(f"charge {charge.seq} ({charge.mechanism}): {exc}") from None
+
+    def _start_round(self, charge: Charge, threshold: float) -> AuditedAboveThreshold:
+        """Start the next charged AboveThreshold round of ``charge``: draw its noisy threshold, keep it here."""
+        with self._filter.lock:
+            self._check_open()
+            started, index = self._covered(charge, after_round_start)
+            leaf = next(charge.event.leaves())[0]  # an AboveThreshold charge is one leaf, self-composed
+            assert isinstance(leaf, AboveThresholdEvent)
+            self._rounds[(charge.seq, index)] = AboveThreshold(threshold, leaf.threshold_scale, leaf.query_scale,
+                                                               leaf.grid, leaf.max_queries, self.rng)
+            self._coverage[charge.seq] = started
+        return AuditedAboveThreshold(self, charge, index)
+
+    def _answer(self, charge: Charge, round_index: int, value: float) -> bool:
+        """Answer one query of a started round: check coverage, draw the query noise, write the answer, return it."""
+        with self._filter.lock:
+            self._check_open()
+            query = self._covered(charge, lambda state: next_query(state, round_index))
+            mechanism = self._rounds.get((charge.seq, round_index))
+            if mechanism is None:
+                raise UncoveredRelease(f"charge {charge.seq}: round {round_index} was not started by this session")
+            above = mechanism.test(value)
+            self._release(charge, {"round": round_index, "query": query, "above": bool(above)})
+        return above
 
     def record_info(self, plugin: str, body: Mapping[str, Any]) -> None:
-        """Record public information (e.g. a realised iteration count); it is never used for accounting."""
+        """Record public information (e.g. a realised iteration count); it is never used for accounting.
+
+        Raises:
+            InvalidParameter: the body holds a confidential key (nothing is written, whatever the mirror setting).
+        """
         self._check_open()
         self._append("info", {"plugin": plugin, "info": _jsonable(dict(body))})
 
@@ -358,7 +513,12 @@ class Session:
 
     def exponential(self, scores: Sequence[float], sensitivity: float | Sensitivity, epsilon: float, *,
                     monotone: bool = False, label: str = "") -> int:
-        """Choose a candidate index with the exponential mechanism (exact sampler); ε-DP."""
+        """Choose a candidate index with the exponential mechanism (exact sampler); ε-DP.
+
+        ``monotone=True`` halves the noise (rate ε/Δ instead of ε/(2Δ)) on the caller's word that every score moves in
+        the same direction between neighbours; dpaudit cannot check that, so the event then carries the conditional
+        assumption :data:`~dpaudit.events.MONOTONE_SCORES`, listed in the certificate.
+        """
         scores = list(scores)  # exact: ints and Fractions are not rounded to floats (the sampler is exact on them)
         event = self.exponential_event(sensitivity, epsilon, n_candidates=len(scores), monotone=monotone,
                                        label=label)
@@ -394,9 +554,7 @@ class Session:
         """
         event = self.above_threshold_rounds_event(sensitivity, epsilon, max_queries=max_queries, rounds=rounds,
                                                   label=label, grid=grid)
-        leaf = event if isinstance(event, AboveThresholdEvent) else event.event
-        return AboveThresholdRounds(self, self.charge(event, plugin=plugin, mechanism="above_threshold"), leaf,
-                                    rounds)
+        return AboveThresholdRounds(self, self.charge(event, plugin=plugin, mechanism="above_threshold"))
 
     def above_threshold_rounds_event(self, sensitivity: float | Sensitivity, epsilon: float, *, max_queries: int,
                                      rounds: int, label: str = "", grid: float | None = None) -> PrivacyEvent:
@@ -451,6 +609,13 @@ class Session:
         256-bit random salt; the opening is written to ``<run>/confidential/repetitions-<seq>.json``, which is
         neither mirrored nor exported, so the run's owner can later prove K to an auditor entitled to see it.
 
+        The ledger's clock is frozen right after the charge record, before K is drawn
+        (:meth:`~dpaudit.ledger.Ledger.freeze_clock`): every later record of the session, the release and the close
+        included, carries the charge's time, so the exported ledger and the certificate's ``closed_at`` do not
+        reveal how long the K repetitions took. The commitment record says so. What an observer sees outside the
+        evidence (wall-clock time, the MLflow run's own start and end times and upload times) is not covered: the
+        caller keeps it secret or accepts it.
+
         Args:
             base_event: one full run (e.g. a DP-SGD training's event).
             distribution: ``"geometric"``, ``"truncated_negative_binomial"`` (whole η ≥ 1 for sampling) or
@@ -474,6 +639,7 @@ class Session:
         if distribution == "truncated_negative_binomial" and not (event.eta >= 1 and float(event.eta).is_integer()):
             raise InvalidParameter(f"K ~ TNB(eta={event.eta}) has no exact sampler here: use a whole eta >= 1")
         charge = self.charge(event, plugin=plugin, mechanism="repeat_and_select")
+        frozen_at = self._ledger.freeze_clock()  # before K exists: no record time after this depends on K
         repetitions = sample_repetitions(distribution, event.parameters(), self.rng)
         opening = {"charge_seq": charge.seq, "repetitions": repetitions,
                    "salt": f"{self.rng.randbelow(2**256):064x}"}
@@ -482,7 +648,11 @@ class Session:
         (folder / f"repetitions-{charge.seq}.json").write_text(canonical.dumps(opening), encoding="utf-8")
         self.record_info(plugin, {"repetitions_commitment": canonical.sha256_hex(canonical.encode(opening)),
                                   "commitment_scheme": "sha256(canonical JSON of {charge_seq, repetitions, salt}); "
-                                  "opening kept by the run owner, outside the release"})
+                                  "opening kept by the run owner, outside the release",
+                                  "clock_frozen_at": frozen_at,
+                                  "clock": "frozen right after this charge, before K was drawn, until the session "
+                                  "closes: no record time from here on depends on K (the K repetitions' duration "
+                                  "would reveal K)"})
         return charge, repetitions
 
     # --- closing ----------------------------------------------------------------------------------------------
@@ -494,14 +664,17 @@ class Session:
         """
         if self._closed:
             return json.loads(self.certificate_path.read_text())
-        self._append("close", {"status": status, "charges": len(self._charges)})
-        self._closed = True
+        with self._filter.lock:  # the close record and the flag are one step: no release slips in after close
+            self._append("close", {"status": status, "charges": len(self._charges)})
+            self._closed = True
         self._ledger.close()
-        key = load_or_create_key(self._key_path)
-        certificate = build_certificate(self._ledger.records(), key=key, plugins=self._plugins,
+        certificate = build_certificate(self._ledger.records(), key=self._key, plugins=self._plugins,
                                         confidential_experiment=(self._confidential.experiment_name
                                                                  if self._confidential else None))
-        write_certificate(self.run_dir, certificate, key)
+        write_certificate(self.run_dir, certificate, self._key)
+        # the store's transparency log: a run later deleted or swapped is caught by `dpaudit verify --store`
+        transparency.append_entry(self._root, self.store_id, transparency.LogEntry.of(self.run_id, certificate),
+                                  self._key)
         from dpaudit.report import write_reports
 
         write_reports(self.run_dir)
@@ -535,52 +708,79 @@ class Session:
 
 
 class AboveThresholdRounds:
-    """Up to ``rounds`` AboveThreshold runs paid for by one charge made before the first of them."""
+    """A read-only view of the AboveThreshold rounds that one charge, made before the first of them, pays for.
 
-    def __init__(self, session: Session, charge: Charge, leaf: AboveThresholdEvent, rounds: int) -> None:
+    The rounds' state (how many started, each round's answers, its noisy threshold) lives in the session, keyed by
+    the charge; this object holds none of it, so nothing here can be raised, reset or built around another
+    mechanism. Rounds start only through the session (:meth:`next_round`).
+    """
+
+    def __init__(self, session: Session, charge: Charge) -> None:
         self._session = session
-        self.charge = charge
-        self._leaf = leaf
-        self.rounds = rounds
-        self.rounds_started = 0
+        self._charge = charge
+
+    @property
+    def charge(self) -> Charge:
+        return self._charge
+
+    @property
+    def rounds(self) -> int:
+        """The rounds charged (fixed up front)."""
+        return self._session.coverage(self._charge).coverage.count
+
+    @property
+    def rounds_started(self) -> int:
+        return self._session.coverage(self._charge).rounds_started
 
     def next_round(self, threshold: float) -> AuditedAboveThreshold:
         """Start the next round with a public ``threshold``.
 
         Raises:
-            BudgetExceeded: all charged rounds are used (nothing is drawn).
+            UncoveredRelease: all charged rounds are used (a :class:`~dpaudit.errors.BudgetExceeded`; nothing is
+                drawn).
         """
-        if self.rounds_started >= self.rounds:
-            raise BudgetExceeded(f"all {self.rounds} charged AboveThreshold rounds are used; the cap is fixed up front")
-        self.rounds_started += 1
-        leaf = self._leaf
-        mechanism = AboveThreshold(threshold, leaf.threshold_scale, leaf.query_scale, leaf.grid, leaf.max_queries,
-                                   self._session.rng)
-        return AuditedAboveThreshold(self._session, self.charge, mechanism, self.rounds_started - 1)
+        return self._session._start_round(self._charge, threshold)
 
 
 class AuditedAboveThreshold:
-    """One AboveThreshold run inside a session: every answer is a release and is written to the ledger first."""
+    """A view of one AboveThreshold round run by the session: every answer is a release, written to the ledger first.
 
-    def __init__(self, session: Session, charge: Charge, mechanism: AboveThreshold, round_index: int = 0) -> None:
+    Building one by hand gives only another view of a round the session started (its answers are counted in the
+    session, keyed by the charge); a round the session did not start answers nothing.
+    """
+
+    def __init__(self, session: Session, charge: Charge, round_index: int) -> None:
+        if isinstance(round_index, bool) or not isinstance(round_index, int):
+            raise InvalidParameter(f"round_index must be an int, got {type(round_index).__name__}")
         self._session = session
-        self.charge = charge
-        self._mechanism = mechanism
-        self.round_index = round_index
+        self._charge = charge
+        self._round_index = round_index
+
+    @property
+    def charge(self) -> Charge:
+        return self._charge
+
+    @property
+    def round_index(self) -> int:
+        return self._round_index
+
+    def _state(self) -> RoundState:
+        rounds = self._session.coverage(self._charge).rounds
+        return (rounds[self._round_index] if 0 <= self._round_index < len(rounds) else None) or RoundState()
 
     @property
     def halted(self) -> bool:
-        return self._mechanism.halted
+        return self._state().halted
 
     @property
     def queries_made(self) -> int:
-        return self._mechanism.queries_made
+        return self._state().answers
 
     def test(self, value: float) -> bool:
-        """Is the (noisy) query above the (noisy) threshold? Raises once halted or past ``max_queries``."""
-        with self._session._release_lock:
-            answer = self._mechanism.test(value)
-            self._session.record_release(self.charge, {"round": self.round_index,
-                                                       "query": self._mechanism.queries_made - 1,
-                                                       "above": bool(answer)})
-        return answer
+        """Is the (noisy) query above the (noisy) threshold? Refused once halted or past ``max_queries``.
+
+        Raises:
+            UncoveredRelease: the round has halted or answered ``max_queries`` queries (nothing is drawn).
+            InvalidParameter: ``value`` is not a finite number (the query is not counted).
+        """
+        return self._session._answer(self._charge, self._round_index, value)

@@ -4,15 +4,23 @@ Every check runs, and every failure is reported (not only the first):
 
 1. the ledger parses and its hash chain is intact; the certificate names the ledger's last hash and length
    (so a truncated or extended ledger fails);
-2. the certificate's Ed25519 signature verifies under the bundled public key, whose fingerprint it names;
+2. the certificate's Ed25519 signature verifies under the bundled public key, whose fingerprint it names, and
+   that key is trusted (:mod:`dpaudit.trust`: pinned, the local store's own key, or in the trust store); the
+   certificate names the run id and store id of the ledger's ``open`` record, a run folder in a store has its run
+   id as name, and the store's transparency log (:mod:`dpaudit.transparency`) names this very certificate;
 3. the certificate's budget, neighbouring relation and data sets match the ledger's ``open`` record;
 4. every charge decodes to a known event under the session's neighbouring relation; every sensitivity with a
    registered formula is recomputed from its public inputs (the recorded bound must not be smaller, nor its
    recorded failure probability, for a bound that holds only with high probability); every
    additive-noise charge is re-derived from its noise parameters (privacy maps);
-5. every release refers to an earlier charge;
+5. every release refers to an earlier charge and stays within what that charge covers (:mod:`dpaudit.coverage`:
+   the number of outputs, their shape, AboveThreshold rounds and answers), replayed by the same rules the session
+   enforces; no record body holds a confidential key (:mod:`dpaudit.public_values`);
 6. the claim is recomposed with the session's accountant and re-checked by an independent implementation
-   (:func:`dpaudit.accounting.recheck`), and it must lie within the budget;
+   (:func:`dpaudit.accounting.recheck`), and it must lie within the budget; for an adaptive session (its ``open``
+   record names a Rényi filter) every prefix of the charges must pass that filter, by our RDP curves and by
+   dp_accounting's, and the claim must be the filter's budget
+   (:func:`dpaudit.accounting.filter_recheck.recheck_filter`);
 7. the certificate lists every assumption the charges rest on; a seeded (test) run is flagged not for release.
 """
 
@@ -23,18 +31,29 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dpaudit import canonical
+from dpaudit import canonical, transparency
 from dpaudit import store as run_store
 from dpaudit.accounting import recheck
-from dpaudit.certificate import FORMAT, charged_events, collect_assumptions, unsigned
-from dpaudit.errors import DPAuditError, VerificationError
+from dpaudit.accounting.filter_recheck import recheck_filter
+from dpaudit.certificate import (
+    FORMAT,
+    READABLE_FORMATS,
+    charged_events,
+    collect_assumptions,
+    session_filter,
+    unsigned,
+)
+from dpaudit.coverage import CoverageState, after_release, unused
+from dpaudit.errors import DPAuditError, UncoveredRelease, VerificationError
 from dpaudit.events import AboveThresholdEvent, GaussianEvent, LaplaceEvent, LeafEvent, PrivacyEvent, compose
 from dpaudit.ledger import Record, read_records, verify_chain
 from dpaudit.mechanisms.calibration import gaussian_event_delta
 from dpaudit.privacy_maps import above_threshold_epsilon, laplace_epsilon
 from dpaudit.progress import progress
+from dpaudit.public_values import find_confidential
 from dpaudit.registry import load_plugins
 from dpaudit.signing import key_fingerprint, verify_signature
+from dpaudit.trust import KeyTrust, TrustDecision
 
 #: relative slack for float comparisons of recomputed values (rounding in the last bits, nothing more)
 REL_TOL = 1e-9
@@ -57,6 +76,7 @@ class VerificationReport:
     checks: list[Check] = field(default_factory=list)
     claim: dict[str, Any] | None = None
     recheck: dict[str, Any] | None = None
+    signing_key: TrustDecision | None = None
 
     @property
     def valid(self) -> bool:
@@ -71,15 +91,20 @@ class VerificationReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"bundle": self.bundle, "valid": self.valid, "reasons": self.reasons,
-                "checks": [asdict(c) for c in self.checks], "claim": self.claim, "recheck": self.recheck}
+                "checks": [asdict(c) for c in self.checks], "claim": self.claim, "recheck": self.recheck,
+                "signing_key": None if self.signing_key is None else self.signing_key.to_dict()}
 
 
-def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False) -> VerificationReport:
+def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
+                  trust: KeyTrust | None = None) -> VerificationReport:
     """Verify an evidence bundle folder offline (no MLflow needed).
 
     Args:
         bundle: folder with ``ledger.jsonl``, ``certificate.json`` and ``public_key.pem``.
         allow_not_for_release: accept a seeded (test) run; by default it fails the ``for_release`` check.
+        trust: which signing keys are trusted; default :meth:`KeyTrust.default`, what ``dpaudit verify`` uses
+            with no flags: the trust store and the key of the local store (``$DPAUDIT_HOME`` or
+            ``./dpaudit_runs``). A run of another store needs ``KeyTrust.default(store)`` or a pinned key.
 
     A folder with a ledger but no certificate (a session that never closed) is reported invalid after its ledger
     chain is checked, so an auditor can see that a crashed run's ledger verifies up to its last record.
@@ -87,8 +112,10 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False) -> Verif
     Raises:
         VerificationError: the ledger is missing or a file is unreadable (a usage problem, not an invalid run).
         PluginError: an installed plugin fails to load (its sensitivity formulas could not be registered).
+        TrustStoreError: the trust store is malformed.
     """
     bundle = Path(bundle)
+    trust = trust if trust is not None else KeyTrust.default()
     load_plugins()  # plugins register their sensitivity formulas; a broken plugin fails loudly here
     report = VerificationReport(str(bundle))
     if not (bundle / run_store.LEDGER).is_file():
@@ -96,6 +123,7 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False) -> Verif
     records, problems = read_records(bundle / run_store.LEDGER)
     chain = problems + verify_chain(records)
     report.add("ledger-chain", not chain, "; ".join(chain) or f"{len(records)} records, hash chain intact")
+    _check_public_bodies(report, records)
     if not records:
         report.add("ledger-nonempty", False, "ledger holds no records")
         return report
@@ -108,6 +136,8 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False) -> Verif
     certificate = canonical.read_object(bundle / run_store.CERTIFICATE, VerificationError)
     public_pem = (bundle / run_store.PUBLIC_KEY).read_text(encoding="utf-8")
     _check_certificate(report, certificate, records, public_pem, allow_not_for_release)
+    _check_key_trust(report, public_pem, trust)
+    _check_run_binding(report, bundle, certificate, records[0].body if records[0].type == "open" else {}, trust)
     try:
         charges = charged_events(records)
     except DPAuditError as exc:
@@ -115,10 +145,11 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False) -> Verif
         return report
     report.add("events-decode", True, f"{len(charges)} charges decoded")
     _check_charges(report, records, charges)
-    _check_releases(report, records)
-    _check_claim(report, certificate, charges)
+    _check_releases(report, records, charges)
+    opened = records[0].body if records[0].type == "open" else {}
+    _check_claim(report, certificate, charges, opened)
     listed = {(a["id"], a["statement"]) for a in certificate.get("assumptions", [])}
-    needed = {(a["id"], a["statement"]) for a in collect_assumptions(charges)}
+    needed = {(a["id"], a["statement"]) for a in collect_assumptions(charges, adaptive="adaptive" in opened)}
     missing = needed - listed
     conditional = sum(1 for a in certificate.get("assumptions", []) if a.get("conditional"))
     report.add("assumptions-listed", not missing,
@@ -129,7 +160,7 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False) -> Verif
 
 def _check_certificate(report: VerificationReport, cert: dict[str, Any], records: list[Record], public_pem: str,
                        allow_not_for_release: bool) -> None:
-    report.add("certificate-format", cert.get("format") == FORMAT, f"format {cert.get('format')!r}")
+    report.add("certificate-format", cert.get("format") in READABLE_FORMATS, f"format {cert.get('format')!r}")
     ledger = cert.get("ledger", {})
     head_ok = ledger.get("head") == records[-1].hash and ledger.get("records") == len(records)
     report.add("ledger-head", head_ok,
@@ -150,6 +181,88 @@ def _check_certificate(report: VerificationReport, cert: dict[str, Any], records
     for_release = bool(opened.get("randomness", {}).get("for_release"))
     report.add("for-release", for_release or allow_not_for_release,
                "secure randomness" if for_release else "seeded randomness: NOT FOR RELEASE")
+
+
+def _check_key_trust(report: VerificationReport, public_pem: str, trust: KeyTrust) -> None:
+    """The signing key must be one the verifier trusts: a valid signature by any other key proves nothing."""
+    decision = trust.decide(_fingerprint(public_pem))
+    report.signing_key = decision
+    fingerprint = decision.fingerprint or "(unparsable public key)"
+    if decision.trusted:
+        by = decision.trusted_by + (f" {decision.name!r}" if decision.name else "")
+        report.add("signing-key", True, f"signing key {fingerprint} trusted ({by})")
+    elif decision.accepted_unpinned:
+        report.add("signing-key", True, f"signing key {fingerprint} NOT PINNED: accepted the bundle's own key "
+                   "(--accept-bundle-key); the signature shows only that whoever made this bundle signed it")
+    else:
+        report.add("signing-key", False, f"untrusted signing key {fingerprint}: compare it with the fingerprint "
+                   "published out of band, then pin it (--trusted-key, or `dpaudit keys trust`)")
+
+
+def _check_run_binding(report: VerificationReport, bundle: Path, cert: dict[str, Any], opened: dict[str, Any],
+                       trust: KeyTrust) -> None:
+    """The certificate names the run and store of the ledger's open record; a run folder in a store is named by
+    its run id, sits in the store the run names, and is in that store's transparency log."""
+    run = cert.get("run") if isinstance(cert.get("run"), dict) else {}
+    if cert.get("format") != FORMAT:
+        downgraded = "run_id" in opened
+        report.add("run-binding", not downgraded,
+                   f"a {cert.get('format')} certificate for a ledger whose open record names run "
+                   f"{opened.get('run_id')!r}: a downgraded certificate" if downgraded else
+                   f"UNBOUND legacy certificate ({cert.get('format')}): it names no run id or store, so a copy under "
+                   "another run's name or in another store cannot be detected, and no store log vouches for it")
+        return
+    run_id, store_id = run.get("id"), run.get("store_id")
+    problems = []
+    if not isinstance(run_id, str) or not run_id or run_id != opened.get("run_id"):
+        problems.append(f"certificate names run {run_id!r}, the ledger's open record {opened.get('run_id')!r}")
+    if not isinstance(store_id, str) or store_id != opened.get("store_id"):
+        problems.append(f"certificate names store {store_id!r}, the ledger's open record {opened.get('store_id')!r}")
+    if cert.get("public_key_fingerprint") != opened.get("signing_key_fingerprint"):
+        problems.append(f"certificate signed by key {str(cert.get('public_key_fingerprint'))[:16]}…, the ledger was "
+                        f"opened for key {str(opened.get('signing_key_fingerprint'))[:16]}…")
+    store = bundle.parent
+    in_store = run_store.is_store(store)
+    if in_store:
+        if bundle.name != run_id:
+            problems.append(f"folder {bundle.name} of store {store} holds run {run_id!r} (a run's files copied under "
+                            "another run's id?)")
+        try:
+            found = run_store.read_store_id(store)
+        except DPAuditError as exc:
+            found = f"unreadable ({exc})"
+        if found != store_id:
+            problems.append(f"the run belongs to store {store_id!r} but sits in store {store} with id {found!r} "
+                            "(moved or replayed from another store?)")
+    where = f"folder of store {store}" if in_store else "exported bundle: folder name and store log not checked"
+    report.add("run-binding", not problems, "; ".join(problems) or f"run {run_id} of store {store_id} ({where})")
+    if in_store:
+        _check_logged(report, store, bundle.name, cert, trust)
+
+
+def _check_logged(report: VerificationReport, store: Path, run_id: str, cert: dict[str, Any],
+                  trust: KeyTrust) -> None:
+    """The store's transparency log names run ``run_id`` (the folder's name) with this very certificate, under a
+    valid, trusted signed head."""
+    try:
+        entries, head = transparency.read_log(store), transparency.read_head(store)
+        expected = transparency.LogEntry.of(run_id, cert)
+    except (DPAuditError, KeyError, TypeError, ValueError) as exc:
+        report.add("transparency-log", False, f"store log unreadable or certificate incomplete: {exc}")
+        return
+    problems = transparency.head_problems(head, entries)
+    index = next((i for i, e in enumerate(entries) if e.run_id == run_id), None)
+    if index is None:
+        problems.append(f"run {run_id} is not in the store's transparency log (closed elsewhere, or its entry "
+                        "removed)")
+    elif entries[index] != expected:
+        problems.append(f"the store log names another certificate for run {run_id} (logged "
+                        f"{entries[index].certificate_sha256[:16]}…, found {expected.certificate_sha256[:16]}…): "
+                        "the run's files were swapped or replayed")
+    if head is not None and not trust.decide(head.key_fingerprint).acceptable:
+        problems.append(f"the log head is signed by untrusted key {head.key_fingerprint}")
+    report.add("transparency-log", not problems, "; ".join(problems) or
+               f"entry {index} of the store log; signed head {head.token if head else '-'}")
 
 
 def _fingerprint(public_pem: str) -> str:
@@ -205,19 +318,48 @@ def _privacy_map_problems(leaf: LeafEvent) -> list[str]:
     return []
 
 
-def _check_releases(report: VerificationReport, records: list[Record]) -> None:
-    charged: set[int] = set()
-    orphans = []
+def _check_public_bodies(report: VerificationReport, records: list[Record]) -> None:
+    """No record body holds a confidential key (a raw value that the session should have refused)."""
+    found = [f"record {r.seq} ({r.type}): {path}" for r in records
+             if (path := find_confidential(r.body)) is not None]
+    report.add("public-bodies", not found, "confidential keys in the ledger: " + "; ".join(found) if found
+               else f"{len(records)} record bodies hold no confidential key")
+
+
+def _check_releases(report: VerificationReport, records: list[Record], charges: list[tuple[int, PrivacyEvent]]) -> None:
+    """Replay every release against its charge's coverage (the rules the session enforced when it wrote them)."""
+    events = dict(charges)
+    states: dict[int, CoverageState | UncoveredRelease] = {}
+    problems: list[str] = []
+    released = 0
     for r in records:
         if r.type == "charge":
-            charged.add(r.seq)
-        elif r.type == "release" and r.body.get("charge_seq") not in charged:
-            orphans.append(r.seq)
-    report.add("releases", not orphans, f"releases without an earlier charge: {orphans}" if orphans
-               else "every release follows its charge")
+            try:
+                states[r.seq] = unused(events[r.seq])
+            except UncoveredRelease as exc:  # no release rule: any release against it is reported below
+                states[r.seq] = exc
+            continue
+        if r.type != "release":
+            continue
+        seq = r.body.get("charge_seq")
+        state = states.get(seq) if isinstance(seq, int) and not isinstance(seq, bool) else None
+        if state is None:
+            problems.append(f"release {r.seq}: no earlier charge {seq!r}")
+            continue
+        if isinstance(state, UncoveredRelease):
+            problems.append(f"charge {seq}: release {r.seq}: {state}")
+            continue
+        try:
+            states[seq] = after_release(state, r.body.get("output"))
+            released += 1
+        except UncoveredRelease as exc:
+            problems.append(f"charge {seq}: release {r.seq}: {exc}")
+    report.add("releases", not problems, "; ".join(problems) or
+               f"{released} releases, each after its charge and within what the charge covers")
 
 
-def _check_claim(report: VerificationReport, cert: dict[str, Any], charges: list[tuple[int, PrivacyEvent]]) -> None:
+def _check_claim(report: VerificationReport, cert: dict[str, Any], charges: list[tuple[int, PrivacyEvent]],
+                 opened: dict[str, Any]) -> None:
     claim = cert.get("claim") or {}
     report.claim = claim
     try:
@@ -231,6 +373,9 @@ def _check_claim(report: VerificationReport, cert: dict[str, Any], charges: list
         return
     report.add("within-budget", eps <= budget_eps * (1 + REL_TOL) and delta <= budget_delta,
                f"claim ({eps:.6g}, {delta:.3g}) vs budget ({budget_eps:g}, {budget_delta:g})")
+    if "adaptive" in opened:  # decided by the hash-chained open record, never by the certificate
+        _check_filter_claim(report, claim, charges, opened, eps, delta)
+        return
     if not charges:
         report.add("recompose", eps >= 0, "no charges: nothing to compose")
         return
@@ -241,3 +386,19 @@ def _check_claim(report: VerificationReport, cert: dict[str, Any], charges: list
         return
     report.recheck = asdict(result)
     report.add("recompose", result.ok, result.reason)
+
+
+def _check_filter_claim(report: VerificationReport, claim: dict[str, Any], charges: list[tuple[int, PrivacyEvent]],
+                        opened: dict[str, Any], eps: float, delta: float) -> None:
+    """An adaptive session: its Rényi filter admits every prefix of the charges and the claim is its budget."""
+    try:
+        flt = session_filter(opened)
+    except DPAuditError as exc:
+        report.add("recompose", False, f"the open record's privacy filter is unusable: {exc}")
+        return
+    assert flt is not None
+    result = recheck_filter(flt, charges, eps, delta)
+    report.recheck = asdict(result)
+    same = claim.get("filter") == flt.to_dict()
+    report.add("recompose", result.ok and same, result.reason + ("" if same else "; the claim's filter description "
+                                                                 "differs from the one the ledger's open record names"))

@@ -40,6 +40,7 @@ from dpaudit.errors import BudgetExceeded
 from dpaudit.events import RepeatAndSelectEvent
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.sensitivity import from_formula
+from dpaudit.trust import KeyTrust
 from dpaudit.verify import verify_bundle
 from plugins.constant_overhead import FORMULA_ID
 from plugins.constant_overhead import PLUGIN as CONSTANT_OVERHEAD
@@ -169,7 +170,7 @@ def run_one(method: str, plugin: Any, config: Mapping[str, Any], setup: Setup, s
     out = plugin.run(s, config)
     wall = time.perf_counter() - start
     certificate = s.close()
-    report = verify_bundle(s.run_dir, allow_not_for_release=True)
+    report = verify_bundle(s.run_dir, allow_not_for_release=True, trust=KeyTrust.default(store))
     return RunResult(method, seed, certificate["claim"]["epsilon"], certificate["claim"].get("attained_by", ""),
                      out.get("test_accuracy"), wall, report.valid, out.get("selected"))
 

@@ -12,18 +12,21 @@ from dpaudit.mechanisms.randomness import SeededRandom
 
 @pytest.fixture(autouse=True)
 def isolated_stores(tmp_path, monkeypatch):
-    """No test writes into the repository's ./dpaudit_runs or ./mlruns."""
+    """No test writes into the repository's ./dpaudit_runs or ./mlruns, or reads the user's trust store."""
     monkeypatch.setenv("DPAUDIT_HOME", str(tmp_path / "dpaudit_home"))
+    monkeypatch.setenv("DPAUDIT_TRUST_STORE", str(tmp_path / "config" / "trusted_keys.json"))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
 
 
 @pytest.fixture
-def make_session(tmp_path) -> Callable[..., Session]:
-    """Build seeded sessions in a temporary store (MLflow mirror off unless asked)."""
+def make_session() -> Callable[..., Session]:
+    """Build seeded sessions in the test's local store, ``$DPAUDIT_HOME`` (MLflow mirror off unless asked).
+
+    The local store's own key is the one ``verify_bundle`` trusts by default, as on a user's machine.
+    """
 
     def make(epsilon: float = 1.0, delta: float = 1e-6, *, seed: int = 0, **kwargs) -> Session:
         kwargs.setdefault("mirror", False)
-        kwargs.setdefault("store", tmp_path / "runs")
         return Session(epsilon=epsilon, delta=delta, rng=SeededRandom(seed), **kwargs)
 
     return make

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,7 @@ def test_run_plugin_with_smoke_config_certifies(tmp_path):
     assert result.exit_code == 0, result.output
     out = json.loads(result.output.strip().splitlines()[-1])
     assert 0 < out["claim"]["epsilon"] <= 5
-    assert invoke("verify", out["run_dir"], "--allow-not-for-release").exit_code == 0
+    assert invoke("--store", str(tmp_path / "runs"), "verify", out["run_dir"], "--allow-not-for-release").exit_code == 0
 
 
 @pytest.mark.parametrize(("content", "message"), [("{not json", "cannot read"), ("[1, 2]", "JSON object"),
@@ -143,3 +144,97 @@ def test_verify_in_a_fresh_process_knows_plugin_formulas(make_session):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 sensitivities recomputed" in done.stdout
+
+
+# --- key trust, the trust store and the store log -----------------------------------------------------------------
+
+
+def as_auditor(tmp_path: Path, *args: str):
+    """Invoke on another machine: its own (empty) local store, the trust store of the test."""
+    return CliRunner().invoke(main, list(args), env={"DPAUDIT_HOME": str(tmp_path / "auditor-store")},
+                              catch_exceptions=False)
+
+
+def test_forged_bundle_is_refused_unless_the_bundle_key_is_accepted(run_dir, tmp_path):
+    from tests.dpaudit.test_verify import _forge_with_fresh_key
+
+    bundle = tmp_path / "evidence"
+    assert invoke("export", str(run_dir), str(bundle)).exit_code == 0
+    fingerprint = _forge_with_fresh_key(bundle, tmp_path)
+    refused = invoke("verify", str(bundle), "--allow-not-for-release")
+    assert refused.exit_code == 1 and f"untrusted signing key {fingerprint}" in refused.output
+    assert "INVALID (1 reasons)" in refused.output
+    as_json = json.loads(invoke("verify", str(bundle), "--allow-not-for-release", "--json").output)
+    assert as_json["signing_key"]["fingerprint"] == fingerprint and as_json["signing_key"]["trusted"] is False
+    accepted = invoke("verify", str(bundle), "--allow-not-for-release", "--accept-bundle-key")
+    assert accepted.exit_code == 0 and "VALID, but the signing key was NOT PINNED" in accepted.output
+
+
+def test_auditor_workflow_export_fingerprint_trust_verify(run_dir, tmp_path):
+    """The owner exports the bundle and the key; the auditor pins the key (out of band), then verifies."""
+    bundle = tmp_path / "evidence"
+    assert invoke("export", str(run_dir), str(bundle)).exit_code == 0
+    exported = json.loads(invoke("keys", "export", "--json").output)
+    certificate = json.loads((bundle / "certificate.json").read_text())
+    assert exported["fingerprint"] == certificate["public_key_fingerprint"]
+    assert exported["fingerprint"] in invoke("report", str(run_dir)).output  # every report shows the key
+
+    untrusted = as_auditor(tmp_path, "verify", str(bundle), "--allow-not-for-release")
+    assert untrusted.exit_code == 1 and "(UNTRUSTED)" in untrusted.output
+    pem = tmp_path / "owner.pem"
+    pem.write_text(exported["public_key"])
+    pinned = as_auditor(tmp_path, "verify", str(bundle), "--allow-not-for-release", "--trusted-key", str(pem))
+    assert pinned.exit_code == 0 and "(trusted: --trusted-key)" in pinned.output
+
+    trusted = as_auditor(tmp_path, "keys", "trust", exported["fingerprint"], "--name", "owner")
+    assert trusted.exit_code == 0
+    listed = json.loads(as_auditor(tmp_path, "keys", "list", "--json").output)
+    assert [(k["fingerprint"], k["name"]) for k in listed["keys"]] == [(exported["fingerprint"], "owner")]
+    verified = as_auditor(tmp_path, "verify", str(bundle), "--allow-not-for-release")
+    assert verified.exit_code == 0 and "(trusted: trust store)" in verified.output
+    assert as_auditor(tmp_path, "keys", "untrust", exported["fingerprint"]).exit_code == 0
+    assert as_auditor(tmp_path, "verify", str(bundle), "--allow-not-for-release").exit_code == 1
+
+
+@pytest.mark.parametrize("content, mode", [("{not json", 0o600), ('{"format": "x", "keys": []}', 0o600),
+                                           ('{"format": "dpaudit-trust-store/1", "keys": []}', 0o666)])
+def test_malformed_trust_store_exits_2(run_dir, tmp_path, content, mode):
+    import os
+
+    store = tmp_path / "config" / "trusted_keys.json"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(content)
+    os.chmod(store, mode)
+    for args in (["verify", str(run_dir), "--allow-not-for-release"], ["keys", "list"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2 and "trust store" in result.output, result.output
+
+
+def test_store_verification_with_log_head(run_dir, tmp_path):
+    store = run_dir.parent
+    head = invoke("log", "head").output.splitlines()[0]
+    assert head.startswith("1:")
+    ok = invoke("verify", "--store", str(store), "--log-head", head)
+    assert ok.exit_code == 0 and "[ok] log-extends" in ok.output
+    shutil.rmtree(run_dir)
+    deleted = invoke("verify", "--store", str(store), "--log-head", head)
+    assert deleted.exit_code == 1 and f"logged runs deleted: {run_dir.name}" in deleted.output
+
+
+@pytest.mark.parametrize("args", [["verify"], ["verify", "x", "--log-head", "1:" + "a" * 64],
+                                  ["verify", "--store", ".", "--log-head", "nonsense"],
+                                  ["verify", "x", "--trusted-key", "not-a-key"]])
+def test_verify_usage_errors_exit_2(args):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "error:" in result.output
+
+
+def test_run_plugin_adaptive_claims_the_filter_budget_and_verifies(tmp_path):
+    """``--adaptive``: the session admits through the Rényi filter and certifies the budget (docs/accounting.md)."""
+    result = invoke("--store", str(tmp_path / "runs"), "run", "opacus-training", "--epsilon", "5", "--delta", "1e-5",
+                    "--seed", "3", "--adaptive", "--json")
+    assert result.exit_code == 0, result.output
+    claim = json.loads(result.output.strip().splitlines()[-1])["claim"]
+    assert (claim["epsilon"], claim["delta"], claim["accountant"]) == (5.0, 1e-5, "renyi-filter")
+    run_dir = json.loads(result.output.strip().splitlines()[-1])["run_dir"]
+    assert invoke("--store", str(tmp_path / "runs"), "verify", run_dir, "--allow-not-for-release").exit_code == 0

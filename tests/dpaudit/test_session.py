@@ -327,3 +327,482 @@ def test_exponential_scores_are_not_rounded_to_floats(make_session, monkeypatch)
     s.exponential([big, big + 1], sensitivity=1.0, epsilon=0.1)
     assert seen == [[big, big + 1]]
     s.close()
+
+
+def test_monotone_exponential_lists_its_assumption_and_an_old_certificate_without_it_fails(make_session,
+                                                                                        monkeypatch):
+    """``monotone=True`` halves the noise on the caller's word: the certificate lists it as a conditional assumption
+    and verify checks it is there. Attack (the behaviour before the fix, replayed by removing the derived
+    assumption while the session certifies): the certificate omits it, and verify refuses with the id."""
+    from dpaudit.events import ExponentialEvent, LeafEvent
+
+    with make_session() as s:
+        s.exponential([0.0, 1.0, 2.0], sensitivity=1.0, epsilon=0.2, monotone=True)
+    cert = json.loads(s.certificate_path.read_text())
+    listed = {a["id"]: a for a in cert["assumptions"]}
+    assert listed["exponential-monotone-scores"]["conditional"] is True
+    assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
+
+    with monkeypatch.context() as m:
+        m.setattr(ExponentialEvent, "all_assumptions", LeafEvent.all_assumptions)
+        with make_session() as old:
+            old.exponential([0.0, 1.0, 2.0], sensitivity=1.0, epsilon=0.2, monotone=True)
+    assert "exponential-monotone-scores" not in {a["id"] for a in json.loads(old.certificate_path.read_text())[
+        "assumptions"]}
+    report = verify_bundle(old.run_dir, allow_not_for_release=True)
+    assert not report.valid
+    assert any("exponential-monotone-scores" in r for r in report.reasons), report.reasons
+
+
+class _Clock:
+    """The ledger's wall clock, advanced by hand: one second per record, ``work`` seconds per repetition."""
+
+    def __init__(self) -> None:
+        self.now = 1.7e9
+
+    def time(self) -> float:
+        self.now += 1.0
+        return self.now
+
+    def work(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_repeat_and_select_record_times_do_not_reveal_k(make_session, monkeypatch):
+    """Two runs with K = 1 and K = 9 repetitions of 1000 s each: from the repeat-and-select charge on, every record
+    (commitment, release, later charges, close) carries the charge's time, so the ledgers' times and the
+    certificate's closed_at are identical. Without the frozen clock the release would come ~1000·K s after the
+    charge. Deterministic (hand clock, fixed K), no wall-clock limit."""
+    import dpaudit.ledger as ledger_module
+    import dpaudit.session as session_module
+
+    times = {}
+    for k in (1, 9):
+        clock = _Clock()
+        monkeypatch.setattr(ledger_module, "time", clock)
+        monkeypatch.setattr(session_module, "sample_repetitions", lambda *a, k=k: k)
+        s = make_session(epsilon=20.0, delta=1e-5)
+        s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
+        charge, drawn = s.repeat_and_select(_dpsgd(), "geometric", {"gamma": 0.5}, plugin="test")
+        for _ in range(drawn):
+            clock.work(1000.0)
+        s.record_release(charge, {"selected": 0})
+        s.laplace(2.0, sensitivity=1.0, epsilon=0.1)
+        cert = s.close()
+        records, _ = read_records(s.ledger_path)
+        frozen = records[charge.seq].time
+        assert [r.time for r in records[charge.seq:]] == [frozen] * (len(records) - charge.seq)
+        assert records[charge.seq - 1].time < frozen  # the clock ran until the charge
+        info = records[charge.seq + 1].body["info"]
+        assert info["clock_frozen_at"] == frozen and "frozen" in info["clock"]
+        assert cert["run"]["closed_at"] == frozen
+        assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
+        times[k] = [r.time for r in records]
+    assert times[1] == times[9]
+
+
+# --- every release counted against its charge (dpaudit/coverage.py) ------------------------------------------------
+
+
+def _releases(session: Session) -> list:
+    return [r for r in read_records(session.ledger_path)[0] if r.type == "release"]
+
+
+def test_raising_rounds_buys_no_extra_above_threshold_round(make_session):
+    """Attack: one AboveThreshold charge answering 60 rounds by raising the public ``rounds`` counter. The count
+    lives in the session, keyed by the charge; the view has no setter."""
+    from dpaudit.errors import UncoveredRelease
+
+    s = make_session(epsilon=5.0)
+    rounds = s.above_threshold_rounds(sensitivity=1.0, epsilon=0.1, max_queries=1, rounds=1)
+    for name in ("rounds", "rounds_started"):
+        with pytest.raises(AttributeError):
+            setattr(rounds, name, 60 if name == "rounds" else 0)
+    answered = []
+    for _ in range(60):
+        try:
+            answered.append(rounds.next_round(0.0).test(100.0))
+        except UncoveredRelease:
+            break
+    assert len(answered) == 1 and rounds.rounds == rounds.rounds_started == 1
+    assert len(_releases(s)) == 1
+    s.close()
+    assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
+
+
+def test_no_above_threshold_round_can_be_built_around_a_charge(make_session):
+    """Attack: ``AuditedAboveThreshold`` built around the same charge (with a mechanism of the caller's own noise,
+    or a round index the session never started), a second view of the rounds, or an answer written by hand: each is
+    refused and writes nothing."""
+    from dpaudit.errors import UncoveredRelease
+    from dpaudit.mechanisms.above_threshold import AboveThreshold
+    from dpaudit.mechanisms.randomness import SeededRandom
+    from dpaudit.session import AboveThresholdRounds, AuditedAboveThreshold
+
+    s = make_session(epsilon=5.0)
+    rounds = s.above_threshold_rounds(sensitivity=1.0, epsilon=0.1, max_queries=3, rounds=1)
+    first = rounds.next_round(0.0)
+    assert first.test(100.0) is True and first.halted
+    before = _types(s)
+    own_noise = AboveThreshold(0.0, 1e-9, 1e-9, 0.01, 1000, SeededRandom(1))
+    with pytest.raises(InvalidParameter, match="round_index"):
+        AuditedAboveThreshold(s, rounds.charge, own_noise)
+    with pytest.raises(UncoveredRelease, match="outside the 1 charged"):
+        AuditedAboveThreshold(s, rounds.charge, 1).test(100.0)
+    with pytest.raises(UncoveredRelease, match="halted"):
+        AuditedAboveThreshold(s, rounds.charge, 0).test(100.0)  # a second view of round 0 shares its state
+    with pytest.raises(UncoveredRelease, match="rounds are used"):
+        AboveThresholdRounds(s, rounds.charge).next_round(0.0)
+    with pytest.raises(UncoveredRelease, match="only by the rounds"):
+        s.record_release(rounds.charge, {"round": 0, "query": 1, "above": True})
+    assert _types(s) == before
+    s.close()
+
+
+def test_an_unstarted_round_answers_nothing(make_session):
+    """A round index inside the charged rounds but not started by the session has no noisy threshold: refused."""
+    from dpaudit.errors import UncoveredRelease
+    from dpaudit.session import AuditedAboveThreshold
+
+    s = make_session(epsilon=5.0)
+    rounds = s.above_threshold_rounds(sensitivity=1.0, epsilon=0.1, max_queries=3, rounds=3)
+    with pytest.raises(UncoveredRelease, match="not started"):
+        AuditedAboveThreshold(s, rounds.charge, 1).test(0.0)
+    assert _releases(s) == []
+    s.close()
+
+
+def test_fifty_releases_on_one_laplace_charge_are_refused(make_session):
+    """Attack: one Laplace charge carrying 50 ``record_release`` outputs. The first is covered, the other 49 are
+    refused before anything is written, and the budget is unchanged."""
+    from dpaudit.errors import UncoveredRelease
+
+    s = make_session(epsilon=1.0)
+    charge = s.charge(s.laplace_event(1.0, 0.1), plugin="test", mechanism="laplace")
+    spent = s.spent_epsilon()
+    s.record_release(charge, 3.0)
+    for _ in range(49):
+        with pytest.raises(UncoveredRelease, match=f"charge {charge.seq} .*one release more"):
+            s.record_release(charge, 3.0)
+    assert len(_releases(s)) == 1 and s.spent_epsilon() == spent
+    assert s.coverage(charge).outputs == 1
+    s.close()
+
+
+@pytest.mark.parametrize("output", [[1.0, 2.0], np.zeros((2, 2)), "4.0", {"count": 4.0}, None, True])
+def test_a_release_of_another_shape_than_charged_is_refused(make_session, output):
+    """A Laplace charge for one coordinate covers one number: a vector, a string or a mapping is not covered."""
+    from dpaudit.errors import UncoveredRelease
+
+    s = make_session(epsilon=1.0)
+    charge = s.charge(s.laplace_event(1.0, 0.1, dimension=1), plugin="test", mechanism="laplace")
+    before = _types(s)
+    with pytest.raises(UncoveredRelease, match="charge covers 1 number"):
+        s.record_release(charge, output)
+    assert _types(s) == before
+    s.record_release(charge, np.float64(2.0))  # the covered release still goes through
+    s.close()
+
+
+def test_an_exponential_charge_covers_one_index_in_range(make_session):
+    from dpaudit.errors import UncoveredRelease
+
+    s = make_session(epsilon=1.0)
+    charge = s.charge(s.exponential_event(1.0, 0.1, n_candidates=3), plugin="test", mechanism="exponential")
+    for wrong in (3, -1, 1.5, True):
+        with pytest.raises(UncoveredRelease, match="not an index"):
+            s.record_release(charge, wrong)
+    s.record_release(charge, np.int64(2))
+    with pytest.raises(UncoveredRelease, match="one release more"):
+        s.record_release(charge, 0)
+    s.close()
+
+
+def test_releases_against_a_composition_of_different_events_are_refused(make_session):
+    """A composed charge has no release rule (which output belongs to which part is not recorded)."""
+    from dpaudit.errors import UncoveredRelease
+    from dpaudit.events import ComposedEvent
+
+    s = make_session(epsilon=1.0)
+    both = ComposedEvent(events=(s.laplace_event(1.0, 0.1), s.laplace_event(1.0, 0.1, dimension=2)))
+    charge = s.charge(both, plugin="test", mechanism="two laplace")
+    with pytest.raises(UncoveredRelease, match="no release rule"):
+        s.record_release(charge, 1.0)
+    assert _releases(s) == []
+    s.close()
+
+
+def test_a_charge_of_another_session_or_a_forged_charge_releases_nothing(make_session):
+    from dpaudit.session import Charge
+
+    s = make_session(epsilon=1.0)
+    charge = s.charge(s.laplace_event(1.0, 0.1), plugin="test", mechanism="laplace")
+    forged = Charge(charge.seq, charge.event, charge.plugin, charge.mechanism)  # equal, but not the session's
+    for call in (lambda: s.record_release(forged, 1.0), lambda: s.claim(forged), lambda: s.coverage(forged)):
+        with pytest.raises(InvalidParameter, match="not made by this session"):
+            call()
+    assert _releases(s) == []
+    s.close()
+
+
+# --- nothing private in the ledger by mistake (dpaudit/public_values.py) --------------------------------------------
+
+
+def test_a_confidential_key_in_record_info_is_refused_with_the_mirror_off(make_session):
+    """Attack: a raw value under a confidential key in ``record_info`` with ``mirror=False`` (where no MLflow check
+    runs). The session refuses it before the ledger append: nothing is written."""
+    s = make_session(mirror=False)
+    before = _types(s)
+    with pytest.raises(InvalidParameter, match="confidential key 'info.scores\\[1\\].true_score'"):
+        s.record_info("test", {"scores": [{"candidate": 0}, {"true_score": 0.93}]})
+    with pytest.raises(InvalidParameter, match="confidential key"):
+        s.log_public_metrics({"Unnoised": 0.5})
+    assert _types(s) == before
+    s.close()
+    assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
+
+
+def test_a_confidential_key_in_a_release_is_refused_and_the_charge_stays_unused(make_session):
+    s = make_session(epsilon=10.0, delta=1e-5)
+    charge = s.charge(_dpsgd(), plugin="test", mechanism="dp-sgd")
+    with pytest.raises(InvalidParameter, match="confidential key 'output.metrics.true_utility'"):
+        s.record_release(charge, {"model_sha256": "ab" * 32, "metrics": {"true_utility": 0.8}})
+    assert _releases(s) == [] and s.coverage(charge).outputs == 0
+    s.record_release(charge, {"model_sha256": "ab" * 32})
+    s.close()
+
+
+# --- atomic coverage under concurrency ------------------------------------------------------------------------------
+
+
+def _race(n: int, action) -> list:
+    """Run ``action()`` in ``n`` threads released together by a barrier; the outcomes (value or exception)."""
+    barrier = threading.Barrier(n)
+    outcomes: list = [None] * n
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        try:
+            outcomes[i] = action()
+        except DPAuditError as exc:
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
+@pytest.fixture
+def slow_checks(monkeypatch):
+    """Widen every check-then-act window: each coverage check in the session sleeps 2 ms after it decides, so a
+    check that is not atomic with its act would let several racing threads pass it (verified by running these tests
+    with the session's lock replaced by a no-op: each then fails)."""
+    import dpaudit.session as session_module
+
+    for name in ("after_claim", "after_release", "after_round_start"):
+        check = getattr(session_module, name)
+
+        def slow(*args, check=check):
+            decided = check(*args)
+            time.sleep(0.002)
+            return decided
+
+        monkeypatch.setattr(session_module, name, slow)
+
+
+def test_racing_threads_start_the_last_above_threshold_round_exactly_once(make_session, slow_checks):
+    """8 threads race for the last charged round, 50 times: exactly one starts it every time (no false alarm is
+    possible: the session's lock makes the outcome deterministic)."""
+    from dpaudit.errors import UncoveredRelease
+    from dpaudit.session import AuditedAboveThreshold
+
+    s = make_session(epsilon=1000.0)
+    for _ in range(50):
+        rounds = s.above_threshold_rounds(sensitivity=1.0, epsilon=0.1, max_queries=1, rounds=2)
+        rounds.next_round(0.0)
+        outcomes = _race(8, lambda rounds=rounds: rounds.next_round(0.0))
+        assert sum(isinstance(o, AuditedAboveThreshold) for o in outcomes) == 1
+        assert sum(isinstance(o, UncoveredRelease) for o in outcomes) == 7
+        assert rounds.rounds_started == 2
+    s.close()
+
+
+def test_racing_threads_claim_one_envelope_exactly_once(make_session, slow_checks):
+    """8 threads claim one DP-SGD envelope charge, 50 times: exactly one run may start every time."""
+    from dpaudit.errors import UncoveredRelease
+
+    s = make_session(epsilon=1000.0, delta=1e-5)
+    for _ in range(50):
+        envelope = s.charge(_dpsgd(10), plugin="test", mechanism="dp-sgd")
+        outcomes = _race(8, lambda envelope=envelope: s.claim(envelope))
+        assert outcomes.count(None) == 1
+        assert sum(isinstance(o, UncoveredRelease) for o in outcomes) == 7
+    s.close()
+
+
+def test_racing_threads_release_one_laplace_charge_exactly_once(make_session, slow_checks):
+    from dpaudit.errors import UncoveredRelease
+
+    s = make_session(epsilon=1000.0)
+    for _ in range(50):
+        charge = s.charge(s.laplace_event(1.0, 0.1), plugin="test", mechanism="laplace")
+        outcomes = _race(8, lambda charge=charge: s.record_release(charge, 1.0))
+        assert outcomes.count(None) == 1
+        assert sum(isinstance(o, UncoveredRelease) for o in outcomes) == 7
+    s.close()
+    assert len(_releases(s)) == 50
+
+
+# --- adaptive sessions: the Rényi filter (docs/accounting.md, "Adaptive parameters: the Rényi filter") -------------
+
+
+def _resign(session: Session, edit) -> None:
+    """Edit a closed session's certificate and sign it again with the store's own key (a forger holding the key)."""
+    from dpaudit import store as run_store
+    from dpaudit.certificate import unsigned
+    from dpaudit.signing import load_or_create_key, sign
+
+    cert = json.loads(session.certificate_path.read_text())
+    edit(cert)
+    cert["signature"] = {"algorithm": "Ed25519", "value": sign(
+        load_or_create_key(run_store.default_key_path(session.run_dir.parent)), unsigned(cert))}
+    session.certificate_path.write_text(json.dumps(cert))
+
+
+def _recompose(report) -> str:
+    (check,) = [c for c in report.checks if c.name == "recompose"]
+    return ("ok: " if check.ok else "FAIL: ") + check.detail
+
+
+def _adaptive_run(make_session, seed: int = 0) -> Session:
+    """Every release's ε, σ or sampling rate is chosen from the noisy outputs before it."""
+    with make_session(epsilon=3.0, delta=1e-6, adaptive=True, seed=seed) as s:
+        count = s.laplace(1000.0, sensitivity=from_formula("count", "add_remove"), epsilon=0.2)
+        eps = 0.3 if count > 1000 else 0.5
+        mean = s.gaussian(np.array([1.0, 2.0]), sensitivity=1.0, epsilon=eps, delta=1e-8)
+        s.exponential([0.0, 1.0, float(mean[0])], sensitivity=1.0, epsilon=0.1 if mean[1] > 2 else 0.2)
+        s.charge(PoissonSubsampledGaussianEvent(
+            neighbouring="add_remove", sensitivity=from_formula("clipped_gradient_sum", "add_remove", clip_norm=1.0),
+            sample_rate=0.01, noise_multiplier=1.5 if count > 1000 else 2.0, steps=200), plugin="test",
+            mechanism="dp-sgd")
+    return s
+
+
+def test_adaptive_session_with_output_dependent_parameters_certifies_its_budget(make_session):
+    s = _adaptive_run(make_session)
+    records, _ = read_records(s.ledger_path)
+    assert records[0].body["adaptive"]["name"] == "renyi-filter"
+    assert records[0].body["accountant"]["name"] == "renyi-filter"
+    assert all(r.body["bound_source"] == "renyi-filter" for r in records if r.type == "charge")
+    cert = json.loads(s.certificate_path.read_text())
+    claim = cert["claim"]
+    assert (claim["epsilon"], claim["delta"]) == (3.0, 1e-6)  # the budget, not the realised composition
+    assert claim["attained_by"] == "renyi-filter" and claim["filter"]["orders"][0] == 2.0
+    assert claim["filter"]["delta_per_order"] == pytest.approx(1e-6 / len(claim["filter"]["orders"]))
+    ids = {a["id"]: a for a in cert["assumptions"]}
+    assert "privacy-parameters-fixed-in-advance" not in ids
+    assert ids["privacy-parameters-adaptive-renyi-filter"]["conditional"] is False
+    assert 0 < s.spent_epsilon() <= 3.0
+    report = verify_bundle(s.run_dir, allow_not_for_release=True)
+    assert report.valid, report.reasons
+    assert "every prefix admitted by our RDP and by dp_accounting's" in _recompose(report)
+
+
+def test_fixed_sessions_keep_their_accountant_and_the_fixed_in_advance_assumption(make_session):
+    with make_session(epsilon=3.0) as s:
+        s.laplace(1.0, sensitivity=1.0, epsilon=0.2)
+    records, _ = read_records(s.ledger_path)
+    assert "adaptive" not in records[0].body and records[0].body["accountant"]["name"] == "tightest"
+    cert = json.loads(s.certificate_path.read_text())
+    assert 0.19 < cert["claim"]["epsilon"] <= 0.2 + 1e-9 and cert["claim"]["attained_by"] != "renyi-filter"
+    assert {a["id"]: a["conditional"] for a in cert["assumptions"]}["privacy-parameters-fixed-in-advance"] is True
+
+
+def test_adaptive_session_refuses_past_its_filter_and_writes_nothing(make_session):
+    s = make_session(epsilon=1.0, delta=1e-6, adaptive=True)
+    for _ in range(4):
+        s.exponential([0.0, 1.0], sensitivity=1.0, epsilon=0.25)
+    before = _types(s)
+    with pytest.raises(BudgetExceeded, match="Renyi filter"):
+        s.exponential([0.0, 1.0], sensitivity=1.0, epsilon=0.01)
+    assert _types(s) == before
+    s.close()
+
+
+def test_adaptive_session_refuses_a_release_without_a_renyi_bound(make_session):
+    import dataclasses
+
+    s = make_session(epsilon=5.0, delta=1e-5, adaptive=True)
+    event = s.laplace_event(1.0, 0.5)
+    probable = dataclasses.replace(event, sensitivity=dataclasses.replace(event.sensitivity,
+                                                                          failure_probability=1e-7))
+    before = _types(s)
+    with pytest.raises(UnsupportedEvent, match="Renyi filter of an adaptive session cannot admit it"):
+        s.charge(probable, plugin="test", mechanism="laplace")
+    assert _types(s) == before
+    s.close()
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"adaptive": True, "accountant": "pld"}, "accounted by its Renyi filter"),
+    ({"filter_orders": (2.0, 4.0)}, "adaptive session only"),
+    ({"adaptive": True, "filter_orders": (1.5,)}, "integer orders"),
+])
+def test_adaptive_options_are_checked_before_anything_is_written(make_session, kwargs, message):
+    with pytest.raises(InvalidParameter, match=message):
+        make_session(**kwargs)
+
+
+def test_a_claim_below_the_filter_budget_fails_verify(make_session):
+    """Forgery with the signing key: the adaptive certificate's claim lowered to what the filter needed (an odometer
+    reading, which the filter does not certify)."""
+    s = _adaptive_run(make_session)
+    spent = s.spent_epsilon()
+    _resign(s, lambda cert: cert["claim"].update(epsilon=spent))
+    report = verify_bundle(s.run_dir, allow_not_for_release=True)
+    assert not report.valid
+    assert "is not the renyi-filter budget" in _recompose(report)
+
+
+def test_a_fixed_ledger_certified_as_adaptive_fails_verify(make_session):
+    """Forgery with the signing key: a fixed-parameter run's certificate rewritten to the filter's form (dropping
+    the conditional fixed-in-advance assumption). The ledger's open record decides: no filter there."""
+    with make_session(epsilon=3.0, delta=1e-6) as s:
+        s.laplace(1.0, sensitivity=1.0, epsilon=0.2)
+
+    def as_adaptive(cert):
+        cert["claim"].update(epsilon=3.0, accountant="renyi-filter", attained_by="renyi-filter")
+        cert["assumptions"] = [a for a in cert["assumptions"] if a["id"] != "privacy-parameters-fixed-in-advance"]
+
+    _resign(s, as_adaptive)
+    report = verify_bundle(s.run_dir, allow_not_for_release=True)
+    assert not report.valid
+    assert _recompose(report).startswith("FAIL")
+    assert any("assumptions-listed" in r and "privacy-parameters-fixed-in-advance" in r for r in report.reasons)
+
+
+def test_a_session_whose_filter_skipped_the_delta_split_fails_verify(make_session, monkeypatch):
+    """A broken session (δ_B not split over the orders: no union bound) admits charges beyond the filter and signs
+    its budget; verify, run with the correct code, refuses the claim in both implementations."""
+    import dpaudit.accounting.filters as filters
+
+    events = [PoissonSubsampledGaussianEvent(
+        neighbouring="add_remove", sensitivity=from_formula("clipped_gradient_sum", "add_remove", clip_norm=1.0),
+        sample_rate=0.01, noise_multiplier=1.0, steps=300) for _ in range(3)]
+    orders = filters.DEFAULT_FILTER_ORDERS
+    curves = [filters.charge_rdp(e, orders) for e in events]
+    total, total_inf = sum(c[0] for c in curves), sum(c[1] for c in curves)
+    correct = filters.filter_epsilon(filters.RenyiFilter(1.0, 1e-6), total, total_inf)
+    with monkeypatch.context() as m:
+        m.setattr(filters.RenyiFilter, "delta_per_order", property(lambda self: self.delta))
+        broken = filters.filter_epsilon(filters.RenyiFilter(1.0, 1e-6), total, total_inf)
+        with make_session(epsilon=(broken + correct) / 2, delta=1e-6, adaptive=True) as s:
+            for event in events:
+                s.charge(event, plugin="test", mechanism="dp-sgd")
+    report = verify_bundle(s.run_dir, allow_not_for_release=True)
+    assert not report.valid
+    detail = _recompose(report)
+    assert "exceed the filter" in detail and "ours refuses" in detail and "dp_accounting refuses" in detail
