@@ -14,8 +14,8 @@ import time
 import numpy as np
 import torch
 
-from plugins.kusner_bo.constants import beta_t
-from plugins.kusner_bo.gp import GpPosterior, KernelSpec, gp_ucb, kernel_matrix
+from dpaudit_plugins.kusner_bo.constants import beta_t
+from dpaudit_plugins.kusner_bo.gp import GpPosterior, KernelSpec, gp_ucb, kernel_matrix
 
 SPEC = KernelSpec("matern52", 0.2)
 NOISE = 0.01

@@ -26,8 +26,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from dpaudit import Session
 from dpaudit.data import load_adult
 from dpaudit.mechanisms.randomness import SeededRandom
-from plugins.opacus_training import evaluate, train_private
-from plugins.opacus_training.models import build_model
+from dpaudit_plugins.opacus_training import evaluate, train_private
+from dpaudit_plugins.opacus_training.models import build_model
 
 BATCH, CLIP, SIGMA, LR, REPEATS = 256, 1.0, 1.0, 2.0, 5
 

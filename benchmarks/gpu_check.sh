@@ -12,8 +12,8 @@ import json, tempfile, time
 from dpaudit import Session
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.verify import verify_bundle
-from plugins.kusner_bo import PLUGIN
-from plugins.kusner_bo.plugin import TRAINING_NAME, VALIDATION_NAME
+from dpaudit_plugins.kusner_bo import PLUGIN
+from dpaudit_plugins.kusner_bo.plugin import TRAINING_NAME, VALIDATION_NAME
 for algorithm, extra in ((1, {"sigma": 0.1}), (2, {"A": 1.0, "tau": 0.1})):
     store = tempfile.mkdtemp()
     t = time.perf_counter()

@@ -3,7 +3,7 @@
 A plugin is a package that exposes a :class:`Plugin` object and registers it in its distribution's metadata::
 
     [project.entry-points."dpaudit.plugins"]
-    opacus-training = "plugins.opacus_training:PLUGIN"
+    opacus-training = "dpaudit_plugins.opacus_training:PLUGIN"
 
 Loading is strict (DESIGN.md, "a plugin that fails to load ... makes certification fail loudly"): an entry point
 that cannot be imported, or whose object is not a :class:`Plugin`, or whose object's name differs from the entry

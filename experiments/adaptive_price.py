@@ -34,11 +34,11 @@ from dpaudit.data.adult import TRAIN_NAME
 from dpaudit.demo import BUDGET, COUNT_EPSILON, demo_config
 from dpaudit.events import PrivacyEvent, RepeatAndSelectEvent, compose
 from dpaudit.sensitivity import from_formula
-from plugins.constant_overhead import FORMULA_ID
-from plugins.constant_overhead.config import ConstantOverheadConfig
-from plugins.naive.plugin import fitted_candidates
-from plugins.opacus_training.candidates import candidate_event, grid_envelope
-from plugins.randtune import dominating_event
+from dpaudit_plugins.constant_overhead import FORMULA_ID
+from dpaudit_plugins.constant_overhead.config import ConstantOverheadConfig
+from dpaudit_plugins.naive.plugin import fitted_candidates
+from dpaudit_plugins.opacus_training.candidates import candidate_event, grid_envelope
+from dpaudit_plugins.randtune import dominating_event
 
 
 def _dry_session(epsilon: float, delta: float, store: str) -> Session:

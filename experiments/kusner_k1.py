@@ -12,13 +12,15 @@ SUBSTITUTE DATA AND MODEL (no offline Covertype here):
   largest size 15 000 needs no cap. Each V_i is a uniform draw without replacement from the pool, independent
   across i (sets overlap: i.i.d. draws from the pool, as in the paper). V_i' removes a uniformly chosen record of
   V_i or adds a uniformly chosen pool record outside V_i, with probability 1/2 each.
-* Model: L2-regularised logistic regression (``plugins.kusner_bo.erm.fit_logistic``, Newton, gradient norm ≤ 1e-6)
+* Model: L2-regularised logistic regression (``dpaudit_plugins.kusner_bo.erm.fit_logistic``, Newton,
+  gradient norm ≤ 1e-6)
   on [1, sqrt(2/D) cos(sqrt(2γ) G x + b)] with D = 200 random Fourier features of the RBF kernel exp(−γ‖x − x'‖²)
   (G, b drawn once from a fixed public seed and shared by all γ), rows scaled into the unit ball with
   ``clip_to_unit_ball``. Hyperparameters (log10 λ, log10 γ) ∈ [−6, −2] × [−3, 0]: the first 100 points of a
   scrambled Sobol sequence (``scipy.stats.qmc.Sobol``, fixed seed). Gain = validation accuracy.
 
-Likelihood (``plugins.kusner_bo.multitask``): the gains of each size are standardised by ONE affine map, the mean
+Likelihood (``dpaudit_plugins.kusner_bo.multitask``): the gains of each size are standardised by ONE affine map,
+the mean
 and standard deviation of all 100 × 100 entries of F_V (applied to F_V and F_V' alike; computed from the
 validation data, which is fine for an experiment and would not be for a release). k2 = squared exponential on the
 Sobol coordinates in [0, 1]² with its lengthscale chosen per size and nugget by maximising the single-task marginal
@@ -46,10 +48,10 @@ from scipy.optimize import minimize_scalar
 from scipy.stats import qmc
 
 from dpaudit.data.adult import load_adult
-from plugins.kusner_bo.constants import c_noisy
-from plugins.kusner_bo.erm import clip_to_unit_ball, fit_logistic
-from plugins.kusner_bo.gp import KernelSpec, kernel_matrix
-from plugins.kusner_bo.multitask import (
+from dpaudit_plugins.kusner_bo.constants import c_noisy
+from dpaudit_plugins.kusner_bo.erm import clip_to_unit_ball, fit_logistic
+from dpaudit_plugins.kusner_bo.gp import KernelSpec, kernel_matrix
+from dpaudit_plugins.kusner_bo.multitask import (
     KernelEigen,
     PairStatistics,
     grid_argmax,
@@ -379,7 +381,7 @@ def markdown(results: list[SizeResult], leak: Leakage, accuracy: np.ndarray, poo
         "### (a) What the result means for c",
         "",
         "Algorithm 1 adds noise proportional to c = 2·sqrt((1 − k1)·log(3|Λ|/δ)) (proceedings version; "
-        "`plugins.kusner_bo.constants.c_noisy`),",
+        "`dpaudit_plugins.kusner_bo.constants.c_noisy`),",
         f"a bound on |f_V(λ) − f_V'(λ)| that holds with probability ≥ 1 − δ/3 under Assumption 1. For |Λ| = "
         f"{N_LAMBDA_SET} and δ = {DELTA:g}, log(3|Λ|/δ) = {log_term:.4f}. c is in the GP's units (k2(λ, λ) = 1, i.e.",
         "standardised gains); multiplied by the standard deviation used to standardise it is in accuracy units, where",

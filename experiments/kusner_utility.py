@@ -8,7 +8,7 @@ For ε ∈ {0.1, 1, 10, 100} per release and 5 seeds, each private run goes thro
 session (``SeededRandom(seed)``, seeds 100·j, ..., 100·j + 4 at the j-th ε, so every run is independent)
 and its certificate is checked with :func:`dpaudit.verify.verify_bundle`:
 
-* Algorithms 1 and 2 (the default :class:`plugins.kusner_bo.config.GpConfig`, T = 20, Algorithm 2 with the
+* Algorithms 1 and 2 (the default :class:`dpaudit_plugins.kusner_bo.config.GpConfig`, T = 20, Algorithm 2 with the
   user-supplied A = 1, τ = 0.1): budget (2ε, 2δ); the released λ̃ (exponential mechanism on μ_T) and ṽ (Laplace).
 * Algorithm 3 (ramp and sigmoid losses; Λ = 5 points geometric in [0.25, 4] and 7 points geometric in
   [0.01, 1]; GP-UCB proposer, T = 10): budget (ε, 1e-5); the released best validation score.
@@ -44,15 +44,15 @@ from dpaudit.data.adult import load_adult
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.trust import KeyTrust
 from dpaudit.verify import verify_bundle
-from plugins.kusner_bo import PLUGIN
-from plugins.kusner_bo.config import Algorithm3Config, GpConfig, parse_config
-from plugins.kusner_bo.constants import best_value_noisy_failure
-from plugins.kusner_bo.erm import clip_to_unit_ball, fit_logistic, signed_labels
-from plugins.kusner_bo.gp import GpPosterior, gp_ucb
-from plugins.kusner_bo.losses import get_loss, validation_score
-from plugins.kusner_bo.plugin import TRAINING_NAME, VALIDATION_NAME, build_task
-from plugins.kusner_bo.tasks import SgdTask, accuracy
-from plugins.kusner_bo.validation_set import fixed_size
+from dpaudit_plugins.kusner_bo import PLUGIN
+from dpaudit_plugins.kusner_bo.config import Algorithm3Config, GpConfig, parse_config
+from dpaudit_plugins.kusner_bo.constants import best_value_noisy_failure
+from dpaudit_plugins.kusner_bo.erm import clip_to_unit_ball, fit_logistic, signed_labels
+from dpaudit_plugins.kusner_bo.gp import GpPosterior, gp_ucb
+from dpaudit_plugins.kusner_bo.losses import get_loss, validation_score
+from dpaudit_plugins.kusner_bo.plugin import TRAINING_NAME, VALIDATION_NAME, build_task
+from dpaudit_plugins.kusner_bo.tasks import SgdTask, accuracy
+from dpaudit_plugins.kusner_bo.validation_set import fixed_size
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "experiments"
 EPSILONS = (0.1, 1.0, 10.0, 100.0)

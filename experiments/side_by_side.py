@@ -42,12 +42,12 @@ from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.sensitivity import from_formula
 from dpaudit.trust import KeyTrust
 from dpaudit.verify import verify_bundle
-from plugins.constant_overhead import FORMULA_ID
-from plugins.constant_overhead import PLUGIN as CONSTANT_OVERHEAD
-from plugins.naive import PLUGIN as NAIVE
-from plugins.opacus_training.candidates import Candidate, candidate_event, grid_envelope
-from plugins.randtune import PLUGIN as RANDTUNE
-from plugins.randtune import dominating_event
+from dpaudit_plugins.constant_overhead import FORMULA_ID
+from dpaudit_plugins.constant_overhead import PLUGIN as CONSTANT_OVERHEAD
+from dpaudit_plugins.naive import PLUGIN as NAIVE
+from dpaudit_plugins.opacus_training.candidates import Candidate, candidate_event, grid_envelope
+from dpaudit_plugins.randtune import PLUGIN as RANDTUNE
+from dpaudit_plugins.randtune import dominating_event
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "experiments"
 LRS = (0.25, 0.5, 1.0, 2.0, 4.0)

@@ -7,14 +7,19 @@ record-keyed partitions, the aggregated utility and its sensitivity formula, the
 
 from dpaudit.data.adult import TRAIN_NAME
 from dpaudit.registry import Plugin
-from plugins.constant_overhead.candidates import default_grid
-from plugins.constant_overhead.config import ConstantOverheadConfig
-from plugins.constant_overhead.loop import Iteration, LoopResult, LoopState, Proposer, advance, run_elastic_loop
-from plugins.constant_overhead.partition import assign_partitions, draw_partition_key, partition_members, partition_of
-from plugins.constant_overhead.plugin import FINAL_TEST_NAME, PLUGIN_NAME, VALIDATION_NAME, VERSION, run
-from plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
-from plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities, aggregate_utility
-from plugins.opacus_training.candidates import Candidate
+from dpaudit_plugins.constant_overhead.candidates import default_grid
+from dpaudit_plugins.constant_overhead.config import ConstantOverheadConfig
+from dpaudit_plugins.constant_overhead.loop import Iteration, LoopResult, LoopState, Proposer, advance, run_elastic_loop
+from dpaudit_plugins.constant_overhead.partition import (
+                    assign_partitions,
+                    draw_partition_key,
+                    partition_members,
+                    partition_of,
+)
+from dpaudit_plugins.constant_overhead.plugin import FINAL_TEST_NAME, PLUGIN_NAME, VALIDATION_NAME, VERSION, run
+from dpaudit_plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
+from dpaudit_plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities, aggregate_utility
+from dpaudit_plugins.opacus_training.candidates import Candidate
 
 SMOKE_CANDIDATES = [{"lr": lr, "max_grad_norm": 1.0, "noise_multiplier": 1.0, "epochs": 1, "batch_size": 64}
                     for lr in (0.5, 2.0, 8.0)]

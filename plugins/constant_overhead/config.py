@@ -8,10 +8,10 @@ from typing import Any
 
 from dpaudit.errors import InvalidParameter
 from dpaudit.validation import check_count, check_epsilon, check_known_keys, check_positive
-from plugins.constant_overhead.candidates import check_candidate_set, default_grid
-from plugins.constant_overhead.partition_training import MODES
-from plugins.opacus_training.candidates import Candidate
-from plugins.opacus_training.models import MODEL_KINDS
+from dpaudit_plugins.constant_overhead.candidates import check_candidate_set, default_grid
+from dpaudit_plugins.constant_overhead.partition_training import MODES
+from dpaudit_plugins.opacus_training.candidates import Candidate
+from dpaudit_plugins.opacus_training.models import MODEL_KINDS
 
 PROPOSERS = ("grid", "local")
 DATA_SETS = ("adult",)

@@ -28,8 +28,8 @@ from opacus import GradSampleModule
 from torch import nn
 
 from dpaudit.errors import InvalidParameter
-from plugins.opacus_training.candidates import Candidate
-from plugins.opacus_training.models import build_model
+from dpaudit_plugins.opacus_training.candidates import Candidate
+from dpaudit_plugins.opacus_training.models import build_model
 
 MODES = ("train", "privtrain")
 
@@ -78,7 +78,7 @@ def train_partition_model(X: np.ndarray | torch.Tensor, y: np.ndarray | torch.Te
         X, y: the partition's records ordered by record id (may be empty).
         candidate: the hyperparameters.
         mode: ``"train"`` or ``"privtrain"``.
-        model_kind, hidden: the model family (``plugins.opacus_training.models.build_model``).
+        model_kind, hidden: the model family (``dpaudit_plugins.opacus_training.models.build_model``).
         n_features: input dimension (public).
         seed: the only source of randomness (initialisation, shuffles or Poisson draws, noise).
 

@@ -6,15 +6,15 @@ Order of operations (docs/plugins/constant-overhead.md):
    of the Adult test split;
 2. data-independent randomness from ``session.rng``: the partition key, the partition-model seed, the proposer's
    seed and the final model's initialisation seed;
-3. the charges, before any record is used (only the public training-set size n is read): first the final
-   training's envelope (:func:`~plugins.opacus_training.candidates.grid_envelope` of the grid on n records: largest
-   q, smallest σ, most steps), then ONE charge for ``t_max`` AboveThreshold rounds (ϵ each, sensitivity 1/k); both
-   are checked together with ``Session.check_affordable`` first, so a session that cannot pay for both refuses
-   before charging either;
+3. the charges, before any record is used (only the public training-set size n is read): first the final training's
+   envelope (:func:`~dpaudit_plugins.opacus_training.candidates.grid_envelope` of the grid on n records: largest q,
+   smallest σ, most steps), then ONE charge for ``t_max`` AboveThreshold rounds (ϵ each, sensitivity 1/k); both are
+   checked together with ``Session.check_affordable`` first, so a session that cannot pay for both refuses before
+   charging either;
 4. partitions by keyed hash of the record id; the utilities u_s of the grid (Alg. 1 l. 1-11);
 5. the elastic loop (l. 12-34), at most ``t_max`` rounds; the realised T is recorded as information;
 6. DP-SGD on the full training set with the selected candidate (or the fallback, if nothing passed) through
-   ``plugins.opacus_training.train_private`` under the envelope charge, which dominates the selected candidate's
+   ``dpaudit_plugins.opacus_training.train_private`` under the envelope charge, which dominates the selected candidate's
    run parameter-wise (docs/accounting.md, "Envelope charges"), so the final training's privacy parameters are
    fixed before the selection;
 7. accuracy of the final model on the public final-test half.
@@ -31,27 +31,27 @@ import torch
 from dpaudit.data.adult import TRAIN_NAME, load_adult
 from dpaudit.errors import PluginError
 from dpaudit.sensitivity import Neighbouring, from_formula
-from plugins.constant_overhead.config import ConstantOverheadConfig
-from plugins.constant_overhead.loop import LoopResult, run_elastic_loop
-from plugins.constant_overhead.partition import (
+from dpaudit_plugins.constant_overhead.config import ConstantOverheadConfig
+from dpaudit_plugins.constant_overhead.loop import LoopResult, run_elastic_loop
+from dpaudit_plugins.constant_overhead.partition import (
     assign_partitions,
     draw_partition_key,
     key_fingerprint,
     partition_members,
 )
-from plugins.constant_overhead.partition_training import accuracy, as_float_tensor, train_partition_model
-from plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
-from plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities
-from plugins.opacus_training import evaluate, train_private
-from plugins.opacus_training.candidates import (
+from dpaudit_plugins.constant_overhead.partition_training import accuracy, as_float_tensor, train_partition_model
+from dpaudit_plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
+from dpaudit_plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities
+from dpaudit_plugins.opacus_training import evaluate, train_private
+from dpaudit_plugins.opacus_training.candidates import (
     FINAL_TEST_NAME,
     VALIDATION_NAME,
     Candidate,
     grid_envelope,
     split_public,
 )
-from plugins.opacus_training.models import build_model
-from plugins.opacus_training.training import MECHANISMS
+from dpaudit_plugins.opacus_training.models import build_model
+from dpaudit_plugins.opacus_training.training import MECHANISMS
 
 if TYPE_CHECKING:
     from dpaudit.session import Session
@@ -85,7 +85,7 @@ def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
 
     Args:
         session: an open add/remove session protecting ``"adult-train"`` with both public test halves listed.
-        config: :class:`~plugins.constant_overhead.config.ConstantOverheadConfig` fields.
+        config: :class:`~dpaudit_plugins.constant_overhead.config.ConstantOverheadConfig` fields.
 
     Returns:
         The selected hyperparameters, whether the fallback was used, the realised and charged iteration counts,

@@ -3,7 +3,7 @@ l. 2-11 and Lemma 2; subsample-and-aggregate, Nissim, Raskhodnikova & Smith 2007
 
 Sensitivity (formula ``partition_average_utility``). Each term lies in [0, 1] and depends only on the records of
 its partition (and on public data: the validation set V, the candidate, a data-independent seed). A record's
-partition depends only on that record (:mod:`plugins.constant_overhead.partition`), so
+partition depends only on that record (:mod:`dpaudit_plugins.constant_overhead.partition`), so
 
 * add/remove one record: one partition changes, |Δu_s| ≤ 1/k (Lemma 2);
 * replace one record by another: the new record may hash to another partition, so two partitions change,
@@ -26,7 +26,7 @@ from dpaudit import canonical
 from dpaudit.errors import AccountingError, InvalidParameter
 from dpaudit.sensitivity import Formula, Neighbouring, Norm, register_formula
 from dpaudit.validation import check_count
-from plugins.opacus_training.candidates import Candidate
+from dpaudit_plugins.opacus_training.candidates import Candidate
 
 FORMULA_ID = "partition_average_utility"
 SOURCE = ("Ding, Wu, Xu & Pan 2023 (Constant-overhead differentially private hyperparameter tuning), Alg. 1 "
@@ -75,7 +75,7 @@ class PartitionUtilities:
     Args:
         X, y: the private training features and labels.
         members: for each of the k partitions, its row indices ordered by record id
-            (:func:`plugins.constant_overhead.partition.partition_members`).
+            (:func:`dpaudit_plugins.constant_overhead.partition.partition_members`).
         score: trains a model on one partition and returns its accuracy on the public validation set.
         base_seed: data-independent seed from which each partition model's seed is derived.
     """

@@ -7,16 +7,16 @@ Assumption 1, each failing with probability δ).
 """
 
 from dpaudit.registry import Plugin
-from plugins.kusner_bo.algorithm3 import Algorithm3Release, gp_ucb_proposer, grid_proposer, run_algorithm3
-from plugins.kusner_bo.gp_algorithms import (
+from dpaudit_plugins.kusner_bo.algorithm3 import Algorithm3Release, gp_ucb_proposer, grid_proposer, run_algorithm3
+from dpaudit_plugins.kusner_bo.gp_algorithms import (
     ExactObservations,
     GpModel,
     GpRelease,
     NoisyObservations,
     run_gp_algorithm,
 )
-from plugins.kusner_bo.plugin import PLUGIN_NAME, TRAINING_NAME, VALIDATION_NAME, VERSION, run
-from plugins.kusner_bo.sensitivity import algorithm3_sensitivity
+from dpaudit_plugins.kusner_bo.plugin import PLUGIN_NAME, TRAINING_NAME, VALIDATION_NAME, VERSION, run
+from dpaudit_plugins.kusner_bo.sensitivity import algorithm3_sensitivity
 
 PLUGIN = Plugin(
     name=PLUGIN_NAME,

@@ -2,7 +2,7 @@
 
 Unconditional (no GP assumption): the training set is public, the validation set is protected (add/remove or
 replace-one neighbours; the score is taken over a fixed public number m₀ of records, see
-:mod:`plugins.kusner_bo.validation_set`), λ ranges over a finite public Λ ⊂ [λ_min, λ_max], and any proposer of
+:mod:`dpaudit_plugins.kusner_bo.validation_set`), λ ranges over a finite public Λ ⊂ [λ_min, λ_max], and any proposer of
 the next λ may be used, even one that looks at the validation scores, because the sensitivity bound holds for every
 pair λ, λ' (Theorem 7).
 Only the noisy best score f̃_L leaves this module: the λ's tried and their scores depend on the validation set and
@@ -20,12 +20,12 @@ import numpy as np
 from dpaudit.errors import InvalidParameter, PluginError
 from dpaudit.sensitivity import Sensitivity, from_formula
 from dpaudit.validation import check_count, check_epsilon, check_positive
-from plugins.kusner_bo.constants import beta_t
-from plugins.kusner_bo.erm import FittedModel, clip_to_unit_ball, fit_logistic, signed_labels
-from plugins.kusner_bo.gp import GpPosterior, KernelSpec, ucb_index
-from plugins.kusner_bo.losses import ValidationLoss, validation_score
-from plugins.kusner_bo.sensitivity import FORMULA_ID
-from plugins.kusner_bo.validation_set import fixed_size
+from dpaudit_plugins.kusner_bo.constants import beta_t
+from dpaudit_plugins.kusner_bo.erm import FittedModel, clip_to_unit_ball, fit_logistic, signed_labels
+from dpaudit_plugins.kusner_bo.gp import GpPosterior, KernelSpec, ucb_index
+from dpaudit_plugins.kusner_bo.losses import ValidationLoss, validation_score
+from dpaudit_plugins.kusner_bo.sensitivity import FORMULA_ID
+from dpaudit_plugins.kusner_bo.validation_set import fixed_size
 
 if TYPE_CHECKING:
     from dpaudit.session import Session
@@ -108,7 +108,7 @@ def run_algorithm3(session: Session, X_train: np.ndarray, y_train: np.ndarray, X
         epsilon: ε of the release.
         T: BO steps.
         validation_size: the public m₀: the score averages the loss over the first m₀ records, padded with the
-            dummy record (0, +1) (:func:`~plugins.kusner_bo.validation_set.fixed_size`); |V| is never used.
+            dummy record (0, +1) (:func:`~dpaudit_plugins.kusner_bo.validation_set.fixed_size`); |V| is never used.
         proposer: chooses λ_t from the history; default :func:`grid_proposer` over Λ.
         solver_tolerance: τ, the gradient norm every fitted model must reach (enters the sensitivity).
 

@@ -20,10 +20,10 @@ from dpaudit.validation import (
     check_nonnegative,
     check_positive,
 )
-from plugins.kusner_bo.algorithm3 import DEFAULT_SOLVER_TOLERANCE, PROPOSERS
-from plugins.kusner_bo.constants import check_k1
-from plugins.kusner_bo.gp import KernelSpec
-from plugins.kusner_bo.losses import get_loss
+from dpaudit_plugins.kusner_bo.algorithm3 import DEFAULT_SOLVER_TOLERANCE, PROPOSERS
+from dpaudit_plugins.kusner_bo.constants import check_k1
+from dpaudit_plugins.kusner_bo.gp import KernelSpec
+from dpaudit_plugins.kusner_bo.losses import get_loss
 
 _COMMON = {"algorithm", "epsilon", "T", "train_rows", "validation_rows"}
 _ALGORITHM3 = {"lambdas", "loss", "validation_size", "solver_tolerance", "proposer"}
@@ -62,7 +62,8 @@ class Algorithm3Config:
 
 @dataclass(frozen=True)
 class GpConfig:
-    """Algorithm 1 (noisy, SGD task) or 2 (exact, threshold task) on Adult; tasks in :mod:`plugins.kusner_bo.tasks`.
+    """Algorithm 1 (noisy, SGD task) or 2 (exact, threshold task) on Adult; tasks in
+    :mod:`dpaudit_plugins.kusner_bo.tasks`.
 
     Attributes:
         algorithm: 1 or 2.

@@ -21,7 +21,7 @@ import numpy as np
 
 from dpaudit.errors import InvalidParameter
 from dpaudit.validation import check_count, check_positive
-from plugins.kusner_bo.constants import beta_t
+from dpaudit_plugins.kusner_bo.constants import beta_t
 
 KERNELS = ("se", "matern52")
 #: variance added to exact (noise-free) observations so the Cholesky factor exists when a point repeats

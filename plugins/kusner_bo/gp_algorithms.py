@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 from dpaudit.errors import InvalidParameter
 from dpaudit.sensitivity import Assumption, Sensitivity, from_formula
 from dpaudit.validation import check_count, check_delta, check_epsilon, check_positive
-from plugins.kusner_bo.constants import check_k1
-from plugins.kusner_bo.gp import GpPosterior, KernelSpec, candidate_array, gp_ucb
-from plugins.kusner_bo.gp_sensitivity import BEST_VALUE_NOISE_FREE_ID, BEST_VALUE_NOISY_ID, POSTERIOR_MEAN_ID
+from dpaudit_plugins.kusner_bo.constants import check_k1
+from dpaudit_plugins.kusner_bo.gp import GpPosterior, KernelSpec, candidate_array, gp_ucb
+from dpaudit_plugins.kusner_bo.gp_sensitivity import BEST_VALUE_NOISE_FREE_ID, BEST_VALUE_NOISY_ID, POSTERIOR_MEAN_ID
 
 if TYPE_CHECKING:
     from dpaudit.session import Session

@@ -30,7 +30,7 @@ from typing import Any
 
 from dpaudit.sensitivity import Formula, Neighbouring, Norm, register_formula
 from dpaudit.validation import check_count, check_delta, check_nonnegative, check_positive
-from plugins.kusner_bo.constants import (
+from dpaudit_plugins.kusner_bo.constants import (
     best_value_noisy_failure,
     beta_t,
     c1,
@@ -40,7 +40,7 @@ from plugins.kusner_bo.constants import (
     max_information_gain_bound,
     q_noise,
 )
-from plugins.kusner_bo.gp import KernelSpec, candidate_array, kernel_matrix
+from dpaudit_plugins.kusner_bo.gp import KernelSpec, candidate_array, kernel_matrix
 
 POSTERIOR_MEAN_ID = "kusner_alg1_posterior_mean"
 BEST_VALUE_NOISY_ID = "kusner_alg1_best_value"
@@ -62,7 +62,8 @@ def information_gain_bound(*, kernel: str, lengthscale: float, candidates: objec
 def best_value_noisy_sensitivity(*, kernel: str, lengthscale: float, candidates: object, T: int, delta: float,
                                  k1: float, sigma: float) -> float:
     """sqrt(C1 β_T γ_T / T) + c + q, the sensitivity of v* = max_t v_t (Theorem 3; the Laplace scale of Algorithm 1
-    line 14 is this divided by ε), with q over all T observations (:func:`~plugins.kusner_bo.constants.q_noise`)."""
+    line 14 is this divided by ε), with q over all T observations
+    (:func:`~dpaudit_plugins.kusner_bo.constants.q_noise`)."""
     n = len(candidate_array(candidates))
     regret = math.sqrt(c1(sigma) * beta_t(n, T, delta) * information_gain_bound(
         kernel=kernel, lengthscale=lengthscale, candidates=candidates, T=T, sigma=sigma) / T)
@@ -95,7 +96,8 @@ def _failure(inputs: Mapping[str, Any]) -> float:
 
 
 def _failure_best_noisy(inputs: Mapping[str, Any]) -> float:
-    """Theorem 3 fails with probability at most 5δ/3 (:func:`~plugins.kusner_bo.constants.best_value_noisy_failure`)."""
+    """Theorem 3 fails with probability at most 5δ/3
+    (:func:`~dpaudit_plugins.kusner_bo.constants.best_value_noisy_failure`)."""
     return best_value_noisy_failure(inputs["delta"])
 
 
@@ -132,7 +134,7 @@ def public_constants(model: object, observations: object, candidates: object, T:
     """Every constant of Algorithm 1 or 2 as numbers, for the ledger and the report (public inputs only).
 
     Args:
-        model: a :class:`~plugins.kusner_bo.gp_algorithms.GpModel`.
+        model: a :class:`~dpaudit_plugins.kusner_bo.gp_algorithms.GpModel`.
         observations: its ``NoisyObservations`` (Algorithm 1) or ``ExactObservations`` (Algorithm 2).
         candidates: Λ in kernel coordinates.
         T: GP-UCB steps.

@@ -7,7 +7,7 @@ the shared records): ids < ``train_rows`` are the **public** training set; the n
 * Algorithm 3 (``"algorithm": 3``): unconditional pure ε-DP release of the best validation score.
 * Algorithms 1 and 2: λ̃ (exponential mechanism on μ_T) and the best value (Laplace), each (ε, δ_s)-DP
   **conditional on Assumption 1** with the configured k1 and k2 (δ_s = δ, or 5δ/3 for Algorithm 1's value),
-  composing to (2ε, δ + δ_s); tasks in :mod:`plugins.kusner_bo.tasks`.
+  composing to (2ε, δ + δ_s); tasks in :mod:`dpaudit_plugins.kusner_bo.tasks`.
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 from dpaudit.data.adult import load_adult
 from dpaudit.errors import PluginError
-from plugins.kusner_bo.algorithm3 import gp_ucb_proposer, run_algorithm3
-from plugins.kusner_bo.config import Algorithm3Config, GpConfig, parse_config
-from plugins.kusner_bo.gp_algorithms import (
+from dpaudit_plugins.kusner_bo.algorithm3 import gp_ucb_proposer, run_algorithm3
+from dpaudit_plugins.kusner_bo.config import Algorithm3Config, GpConfig, parse_config
+from dpaudit_plugins.kusner_bo.gp_algorithms import (
     ExactObservations,
     GpModel,
     NoisyObservations,
     run_gp_algorithm,
 )
-from plugins.kusner_bo.gp_sensitivity import public_constants
-from plugins.kusner_bo.losses import get_loss
-from plugins.kusner_bo.tasks import SgdTask, ThresholdTask, adult_split
+from dpaudit_plugins.kusner_bo.gp_sensitivity import public_constants
+from dpaudit_plugins.kusner_bo.losses import get_loss
+from dpaudit_plugins.kusner_bo.tasks import SgdTask, ThresholdTask, adult_split
 
 if TYPE_CHECKING:
     from dpaudit.session import Session

@@ -2,7 +2,7 @@
 
 Registered as formula :data:`FORMULA_ID` so ``dpaudit verify`` recomputes it from its public inputs.
 Derivation (docs/plugins/kusner-bo.md): for λ, λ' in [λ_min, λ_max] and neighbours V, V' whose fixed-size
-evaluation sets of m records (:mod:`plugins.kusner_bo.validation_set`) differ in one record,
+evaluation sets of m records (:mod:`dpaudit_plugins.kusner_bo.validation_set`) differ in one record,
 
   |f_V(ŵ_λ) − f_V'(ŵ_λ')| ≤ |f_V(ŵ_λ) − f_V(ŵ_λ')| + |f_V(ŵ_λ') − f_V'(ŵ_λ')|
                           ≤ L(1/λ_min − 1/λ_max + 2τ/λ_min) + min{g*, 2L(1 + τ)/λ_min}/m.

@@ -7,7 +7,7 @@ public offset and scale (Assumption 1 models f_V with prior variance k(λ, λ) =
 assumption). Λ is a public grid; the kernel acts on its coordinates mapped to [0, 1]^d.
 
 * :class:`ThresholdTask` (Algorithm 2, exact observations): Λ = log10 λ × decision threshold b; the model for λ is
-  the exact Newton fit (:func:`plugins.kusner_bo.erm.fit_logistic`), so an evaluation is deterministic.
+  the exact Newton fit (:func:`dpaudit_plugins.kusner_bo.erm.fit_logistic`), so an evaluation is deterministic.
 * :class:`SgdTask` (Algorithm 1, noisy observations): Λ = log10 learning rate × log10 λ; the model is trained by
   one pass of minibatch SGD from a random order, so evaluations are noisy (the noise's Gaussianity with the stated σ
   is the conditional assumption ``kusner-gaussian-observation-noise``). Runs on the session's device.
@@ -23,7 +23,7 @@ import numpy as np
 from dpaudit.data.adult import load_adult
 from dpaudit.errors import InvalidParameter
 from dpaudit.validation import check_count, check_positive
-from plugins.kusner_bo.erm import clip_to_unit_ball, fit_logistic
+from dpaudit_plugins.kusner_bo.erm import clip_to_unit_ball, fit_logistic
 
 SOLVER_TOLERANCE = 1e-8
 

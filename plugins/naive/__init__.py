@@ -5,9 +5,9 @@ Exposes :data:`PLUGIN` (entry point ``dpaudit.plugins: naive``) and the Python A
 
 from dpaudit.data.adult import TRAIN_NAME
 from dpaudit.registry import Plugin
-from plugins.naive.config import NaiveConfig
-from plugins.naive.plugin import PLUGIN_NAME, VERSION, NaiveOutcome, composition_bounds, run, tune
-from plugins.opacus_training.candidates import FINAL_TEST_NAME, VALIDATION_NAME
+from dpaudit_plugins.naive.config import NaiveConfig
+from dpaudit_plugins.naive.plugin import PLUGIN_NAME, VERSION, NaiveOutcome, composition_bounds, run, tune
+from dpaudit_plugins.opacus_training.candidates import FINAL_TEST_NAME, VALIDATION_NAME
 
 PLUGIN = Plugin(
     name=PLUGIN_NAME,

@@ -8,7 +8,7 @@ from typing import Any
 
 from dpaudit.errors import InvalidParameter
 from dpaudit.validation import check_count, check_known_keys
-from plugins.opacus_training.candidates import Candidate, check_model_options, parse_candidates
+from dpaudit_plugins.opacus_training.candidates import Candidate, check_model_options, parse_candidates
 
 _KEYS = {"candidates", "model", "hidden", "optimizer", "train_rows", "test_rows", "fit_budget"}
 
@@ -20,8 +20,8 @@ class NaiveConfig:
     Attributes:
         fit_budget: if the grid's composed cost exceeds the session budget, multiply every candidate's σ by one
             common factor, computed from public parameters before any data is used, so that it fits
-            (:mod:`plugins.naive.noise_scale`). False: train the grid as given (``BudgetExceeded`` once the budget
-            runs out).
+            (:mod:`dpaudit_plugins.naive.noise_scale`). False: train the grid as given (``BudgetExceeded`` once the
+            budget runs out).
     """
 
     candidates: tuple[Candidate, ...]

@@ -1,7 +1,7 @@
 """The ``naive`` plugin: train every candidate with DP-SGD, release the best by public validation accuracy.
 
 The baseline of private hyperparameter selection (Ding et al., Table 1 "Naive"): each candidate's training is
-charged on its own (:func:`~plugins.opacus_training.training.train_private`), so the total is the adaptive
+charged on its own (:func:`~dpaudit_plugins.opacus_training.training.train_private`), so the total is the adaptive
 composition of all of them, bounded by the session's accountant (by default the tightest of RDP, PLD, advanced and
 basic composition that applies). Every trained model is released (its digest and its public validation accuracy),
 so selecting among them on public data is post-processing and costs nothing more (docs/plugins/naive.md).
@@ -21,9 +21,9 @@ from dpaudit.accounting.tightest import MEMBERS
 from dpaudit.data.adult import TRAIN_NAME
 from dpaudit.errors import AccountingError, PluginError, UnsupportedEvent
 from dpaudit.events import PrivacyEvent, compose
-from plugins.naive.config import NaiveConfig
-from plugins.naive.noise_scale import noise_factor
-from plugins.opacus_training.candidates import (
+from dpaudit_plugins.naive.config import NaiveConfig
+from dpaudit_plugins.naive.noise_scale import noise_factor
+from dpaudit_plugins.opacus_training.candidates import (
     FINAL_TEST_NAME,
     VALIDATION_NAME,
     Candidate,
@@ -33,7 +33,7 @@ from plugins.opacus_training.candidates import (
     train_candidate,
     tuning_data,
 )
-from plugins.opacus_training.training import MECHANISMS
+from dpaudit_plugins.opacus_training.training import MECHANISMS
 
 if TYPE_CHECKING:
     from dpaudit.session import Session

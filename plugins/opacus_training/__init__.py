@@ -6,9 +6,9 @@ Exposes :data:`PLUGIN` (the entry point ``dpaudit.plugins: opacus-training``) an
 
 from dpaudit.data.adult import TEST_NAME, TRAIN_NAME
 from dpaudit.registry import Plugin
-from plugins.opacus_training.config import TrainingConfig
-from plugins.opacus_training.plugin import VERSION, run
-from plugins.opacus_training.training import (
+from dpaudit_plugins.opacus_training.config import TrainingConfig
+from dpaudit_plugins.opacus_training.plugin import VERSION, run
+from dpaudit_plugins.opacus_training.training import (
     PLUGIN_NAME,
     CappedDPOptimizer,
     SamplingPlan,

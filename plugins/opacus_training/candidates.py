@@ -1,7 +1,7 @@
 """Candidate hyperparameter configurations for DP-SGD runs, as the tuning plugins use them.
 
 A candidate is public and fixed before any data is seen: (lr, max_grad_norm C, noise_multiplier σ, epochs,
-batch_size B). Its privacy is that of :func:`~plugins.opacus_training.training.dp_sgd_event` with q = B/n and
+batch_size B). Its privacy is that of :func:`~dpaudit_plugins.opacus_training.training.dp_sgd_event` with q = B/n and
 N = epochs × ⌊1/q⌋ steps; C scales the noise (σ·C) with the clipped gradients, so it does not change the privacy.
 :class:`Candidate` is the one candidate type of every tuning plugin (``naive``, ``randtune``, ``constant-overhead``);
 :func:`grid_envelope` is the one event that dominates every candidate of a grid.
@@ -27,8 +27,8 @@ from dpaudit.data.adult import TEST_NAME, TRAIN_NAME, AdultData, load_adult
 from dpaudit.errors import InvalidParameter, PluginError
 from dpaudit.events import PoissonSubsampledGaussianEvent
 from dpaudit.validation import check_count, check_positive
-from plugins.opacus_training.models import MODEL_KINDS, build_model
-from plugins.opacus_training.training import (
+from dpaudit_plugins.opacus_training.models import MODEL_KINDS, build_model
+from dpaudit_plugins.opacus_training.training import (
     OPTIMIZERS,
     TrainResult,
     dp_sgd_event,
@@ -133,8 +133,8 @@ def split_public(data: AdultData) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 
 
 def candidate_event(candidate: Candidate, dataset_size: int, label: str) -> PoissonSubsampledGaussianEvent:
-    """The event :func:`~plugins.opacus_training.training.train_private` charges for ``candidate`` on ``dataset_size``
-    records (its sampling plan is read off the same Opacus loader that training builds)."""
+    """The event :func:`~dpaudit_plugins.opacus_training.training.train_private` charges for ``candidate`` on
+    ``dataset_size`` records (its sampling plan is read off the same Opacus loader that training builds)."""
     check_count("dataset_size", dataset_size)
     if candidate.batch_size > dataset_size:
         raise InvalidParameter(f"batch_size {candidate.batch_size} exceeds the {dataset_size} training records")
@@ -147,7 +147,7 @@ def candidate_event(candidate: Candidate, dataset_size: int, label: str) -> Pois
 def envelope_event(events: Sequence[PoissonSubsampledGaussianEvent], label: str) -> PoissonSubsampledGaussianEvent:
     """The envelope of a grid's DP-SGD events: the largest sample rate q, the smallest noise multiplier σ and the
     most steps N among them, which dominates each of them parameter-wise
-    (:func:`~plugins.opacus_training.training.parameter_dominated`; docs/accounting.md, "Envelope charges").
+    (:func:`~dpaudit_plugins.opacus_training.training.parameter_dominated`; docs/accounting.md, "Envelope charges").
 
     Its sensitivity and assumptions are those of the event with the largest clipping norm (the clipping norm does
     not enter the privacy: each run's noise is σ times its own norm).

@@ -8,8 +8,8 @@ from typing import Any
 
 from dpaudit.errors import InvalidParameter
 from dpaudit.validation import check_count, check_known_keys, check_positive
-from plugins.opacus_training.models import MODEL_KINDS
-from plugins.opacus_training.training import OPTIMIZERS
+from dpaudit_plugins.opacus_training.models import MODEL_KINDS
+from dpaudit_plugins.opacus_training.training import OPTIMIZERS
 
 DATA_SETS = ("adult",)
 

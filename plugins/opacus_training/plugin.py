@@ -9,9 +9,9 @@ import torch
 
 from dpaudit.data.adult import TEST_NAME, TRAIN_NAME, load_adult
 from dpaudit.errors import PluginError
-from plugins.opacus_training.config import TrainingConfig
-from plugins.opacus_training.models import build_model
-from plugins.opacus_training.training import MECHANISMS, PLUGIN_NAME, evaluate, train_private
+from dpaudit_plugins.opacus_training.config import TrainingConfig
+from dpaudit_plugins.opacus_training.models import build_model
+from dpaudit_plugins.opacus_training.training import MECHANISMS, PLUGIN_NAME, evaluate, train_private
 
 if TYPE_CHECKING:
     from dpaudit.session import Session
@@ -24,11 +24,11 @@ def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
     """Train the configured model on the private Adult training set; return public results only.
 
     The model is initialised from a seed drawn from ``session.rng`` (data-independent), trained with
-    :func:`~plugins.opacus_training.training.train_private`, and evaluated on the public Adult test set.
+    :func:`~dpaudit_plugins.opacus_training.training.train_private`, and evaluated on the public Adult test set.
 
     Args:
         session: an open session whose ``protected`` tuple names ``"adult-train"``.
-        config: :class:`~plugins.opacus_training.config.TrainingConfig` fields.
+        config: :class:`~dpaudit_plugins.opacus_training.config.TrainingConfig` fields.
 
     Returns:
         Public results: the model digest and size, the charged and realised steps, q, and the unnoised metrics on

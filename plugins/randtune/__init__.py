@@ -5,10 +5,10 @@ Exposes :data:`PLUGIN` (entry point ``dpaudit.plugins: randtune``) and the Pytho
 
 from dpaudit.data.adult import TRAIN_NAME
 from dpaudit.registry import Plugin
-from plugins.opacus_training.candidates import FINAL_TEST_NAME, VALIDATION_NAME
-from plugins.randtune.base_event import REPETITION_ASSUMPTIONS, dominating_event
-from plugins.randtune.config import RandTuneConfig
-from plugins.randtune.plugin import PLUGIN_NAME, VERSION, RandTuneOutcome, run, tune
+from dpaudit_plugins.opacus_training.candidates import FINAL_TEST_NAME, VALIDATION_NAME
+from dpaudit_plugins.randtune.base_event import REPETITION_ASSUMPTIONS, dominating_event
+from dpaudit_plugins.randtune.config import RandTuneConfig
+from dpaudit_plugins.randtune.plugin import PLUGIN_NAME, VERSION, RandTuneOutcome, run, tune
 
 PLUGIN = Plugin(
     name=PLUGIN_NAME,

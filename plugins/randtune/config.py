@@ -9,7 +9,7 @@ from typing import Any
 from dpaudit.errors import InvalidParameter
 from dpaudit.events import REPETITION_DISTRIBUTIONS
 from dpaudit.validation import check_count, check_known_keys
-from plugins.opacus_training.candidates import Candidate, check_model_options, parse_candidates
+from dpaudit_plugins.opacus_training.candidates import Candidate, check_model_options, parse_candidates
 
 _KEYS = {"candidates", "distribution", "gamma", "eta", "mu", "model", "hidden", "optimizer", "train_rows",
          "test_rows"}

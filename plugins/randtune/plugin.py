@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from torch import nn
 
 from dpaudit.data.adult import TRAIN_NAME
-from plugins.opacus_training.candidates import (
+from dpaudit_plugins.opacus_training.candidates import (
     FINAL_TEST_NAME,
     VALIDATION_NAME,
     accuracy,
@@ -25,9 +25,9 @@ from plugins.opacus_training.candidates import (
     train_candidate,
     tuning_data,
 )
-from plugins.opacus_training.training import MECHANISMS
-from plugins.randtune.base_event import dominating_event
-from plugins.randtune.config import RandTuneConfig
+from dpaudit_plugins.opacus_training.training import MECHANISMS
+from dpaudit_plugins.randtune.base_event import dominating_event
+from dpaudit_plugins.randtune.config import RandTuneConfig
 
 if TYPE_CHECKING:
     from dpaudit.session import Session

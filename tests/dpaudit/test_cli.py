@@ -134,7 +134,7 @@ def test_verify_in_a_fresh_process_knows_plugin_formulas(make_session):
     import subprocess
     import sys
 
-    import plugins.constant_overhead  # noqa: F401  (registers partition_average_utility)
+    import dpaudit_plugins.constant_overhead  # noqa: F401  (registers partition_average_utility)
     from dpaudit import from_formula
 
     with make_session(epsilon=1.0) as s:

@@ -29,7 +29,7 @@ def test_unknown_plugin_names_the_installed_ones():
 
 
 def test_entry_point_that_fails_to_import_is_an_error_naming_it(monkeypatch):
-    _with_entry_points(monkeypatch, ("opacus-training", "plugins.opacus_training:PLUGIN"),
+    _with_entry_points(monkeypatch, ("opacus-training", "dpaudit_plugins.opacus_training:PLUGIN"),
                        ("broken", "dpaudit_no_such_module_xyz:PLUGIN"))
     with pytest.raises(PluginError, match=r"plugin 'broken' .*failed to load: ModuleNotFoundError"):
         load_plugins()
@@ -44,14 +44,14 @@ def test_entry_point_whose_object_is_not_a_plugin_is_an_error(monkeypatch):
 
 
 def test_entry_point_name_must_match_plugin_name(monkeypatch):
-    _with_entry_points(monkeypatch, ("alias", "plugins.opacus_training:PLUGIN"))
+    _with_entry_points(monkeypatch, ("alias", "dpaudit_plugins.opacus_training:PLUGIN"))
     with pytest.raises(PluginError, match="holds a plugin named 'opacus-training'"):
         load_plugins()
 
 
 def test_duplicate_names_are_an_error(monkeypatch):
-    _with_entry_points(monkeypatch, ("opacus-training", "plugins.opacus_training:PLUGIN"),
-                       ("opacus-training", "plugins.opacus_training.plugin:run"))
+    _with_entry_points(monkeypatch, ("opacus-training", "dpaudit_plugins.opacus_training:PLUGIN"),
+                       ("opacus-training", "dpaudit_plugins.opacus_training.plugin:run"))
     with pytest.raises(PluginError, match="more than one entry point"):
         load_plugins()
 

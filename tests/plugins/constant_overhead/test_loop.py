@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from dpaudit.errors import InvalidParameter
-from plugins.constant_overhead.loop import LoopState, advance, run_elastic_loop, threshold_of
-from plugins.constant_overhead.proposers import GridProposer
+from dpaudit_plugins.constant_overhead.loop import LoopState, advance, run_elastic_loop, threshold_of
+from dpaudit_plugins.constant_overhead.proposers import GridProposer
 
 
 class ExactRound:

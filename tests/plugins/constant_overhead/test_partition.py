@@ -8,7 +8,7 @@ import pytest
 
 from dpaudit.errors import InvalidParameter
 from dpaudit.mechanisms.randomness import SeededRandom
-from plugins.constant_overhead.partition import (
+from dpaudit_plugins.constant_overhead.partition import (
     KEY_BYTES,
     assign_partitions,
     draw_partition_key,

@@ -13,7 +13,7 @@ from dpaudit.errors import BudgetExceeded, PluginError
 from dpaudit.events import PrivacyEvent, SelfComposedEvent, compose
 from dpaudit.ledger import read_records
 from dpaudit.verify import verify_bundle
-from plugins.constant_overhead import PLUGIN
+from dpaudit_plugins.constant_overhead import PLUGIN
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 
@@ -112,7 +112,7 @@ def test_a_grid_varying_sigma_epochs_and_batch_size_is_trained_under_its_envelop
 
 
 def test_a_session_that_cannot_pay_for_the_final_training_refuses_before_touching_data(make_session, monkeypatch):
-    monkeypatch.setattr("plugins.constant_overhead.plugin.PartitionUtilities",
+    monkeypatch.setattr("dpaudit_plugins.constant_overhead.plugin.PartitionUtilities",
                         lambda *a, **k: pytest.fail("utilities computed"))
     s = _session(make_session, epsilon=0.1)
     with pytest.raises(BudgetExceeded):
@@ -123,10 +123,10 @@ def test_a_session_that_cannot_pay_for_the_final_training_refuses_before_touchin
 
 def test_a_budget_for_the_training_alone_charges_nothing(make_session, monkeypatch):
     """The envelope fits but envelope + T_max rounds do not: refused before either is charged."""
-    from plugins.constant_overhead.config import ConstantOverheadConfig
-    from plugins.opacus_training.candidates import grid_envelope
+    from dpaudit_plugins.constant_overhead.config import ConstantOverheadConfig
+    from dpaudit_plugins.opacus_training.candidates import grid_envelope
 
-    monkeypatch.setattr("plugins.constant_overhead.plugin.PartitionUtilities",
+    monkeypatch.setattr("dpaudit_plugins.constant_overhead.plugin.PartitionUtilities",
                         lambda *a, **k: pytest.fail("utilities computed"))
     cfg = ConstantOverheadConfig.from_mapping(PLUGIN.smoke_config)
     envelope = grid_envelope(cfg.candidates, cfg.train_rows, "envelope")

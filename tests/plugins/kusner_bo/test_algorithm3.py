@@ -11,11 +11,11 @@ import pytest
 from dpaudit.errors import InvalidParameter, PluginError
 from dpaudit.sensitivity import Neighbouring
 from dpaudit.verify import verify_bundle
-from plugins.kusner_bo.algorithm3 import algorithm3_sensitivity_for, run_algorithm3
-from plugins.kusner_bo.erm import clip_to_unit_ball, fit_logistic, signed_labels
-from plugins.kusner_bo.losses import RAMP, SIGMOID, get_loss, validation_score
-from plugins.kusner_bo.sensitivity import FORMULA_ID, algorithm3_sensitivity
-from plugins.kusner_bo.validation_set import fixed_size
+from dpaudit_plugins.kusner_bo.algorithm3 import algorithm3_sensitivity_for, run_algorithm3
+from dpaudit_plugins.kusner_bo.erm import clip_to_unit_ball, fit_logistic, signed_labels
+from dpaudit_plugins.kusner_bo.losses import RAMP, SIGMOID, get_loss, validation_score
+from dpaudit_plugins.kusner_bo.sensitivity import FORMULA_ID, algorithm3_sensitivity
+from dpaudit_plugins.kusner_bo.validation_set import fixed_size
 
 TAU = 1e-9
 LAMBDAS = tuple(np.geomspace(0.05, 2.0, 8))

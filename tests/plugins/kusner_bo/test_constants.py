@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from dpaudit.errors import InvalidParameter
-from plugins.kusner_bo import constants as kc
+from dpaudit_plugins.kusner_bo import constants as kc
 
 
 def test_beta_t_by_hand():

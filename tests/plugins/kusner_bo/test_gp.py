@@ -9,8 +9,16 @@ import pytest
 import torch
 
 from dpaudit.errors import InvalidParameter
-from plugins.kusner_bo.constants import beta_t
-from plugins.kusner_bo.gp import KERNELS, GpPosterior, KernelSpec, candidate_array, gp_ucb, kernel_matrix, ucb_index
+from dpaudit_plugins.kusner_bo.constants import beta_t
+from dpaudit_plugins.kusner_bo.gp import (
+    KERNELS,
+    GpPosterior,
+    KernelSpec,
+    candidate_array,
+    gp_ucb,
+    kernel_matrix,
+    ucb_index,
+)
 
 X = np.linspace(0.0, 1.0, 25)[:, None]
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

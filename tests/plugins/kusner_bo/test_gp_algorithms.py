@@ -14,9 +14,9 @@ from dpaudit.errors import BudgetExceeded, InvalidParameter
 from dpaudit.mechanisms.exponential import sample_exponential
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.verify import verify_bundle
-from plugins.kusner_bo import constants as kc
-from plugins.kusner_bo.gp import KernelSpec, kernel_matrix
-from plugins.kusner_bo.gp_algorithms import (
+from dpaudit_plugins.kusner_bo import constants as kc
+from dpaudit_plugins.kusner_bo.gp import KernelSpec, kernel_matrix
+from dpaudit_plugins.kusner_bo.gp_algorithms import (
     ExactObservations,
     GpModel,
     NoisyObservations,

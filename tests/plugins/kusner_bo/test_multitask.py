@@ -7,8 +7,8 @@ import pytest
 from scipy.stats import multivariate_normal
 
 from dpaudit.errors import InvalidParameter
-from plugins.kusner_bo.gp import KernelSpec, kernel_matrix
-from plugins.kusner_bo.multitask import (
+from dpaudit_plugins.kusner_bo.gp import KernelSpec, kernel_matrix
+from dpaudit_plugins.kusner_bo.multitask import (
     grid_argmax,
     multitask_log_likelihood,
     single_task_log_likelihood,

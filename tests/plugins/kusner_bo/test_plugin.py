@@ -9,9 +9,9 @@ import pytest
 from dpaudit.errors import InvalidParameter, PluginError
 from dpaudit.registry import load_plugins
 from dpaudit.verify import verify_bundle
-from plugins.kusner_bo import PLUGIN
-from plugins.kusner_bo.config import GpConfig, parse_config
-from plugins.kusner_bo.plugin import TRAINING_NAME, VALIDATION_NAME
+from dpaudit_plugins.kusner_bo import PLUGIN
+from dpaudit_plugins.kusner_bo.config import GpConfig, parse_config
+from dpaudit_plugins.kusner_bo.plugin import TRAINING_NAME, VALIDATION_NAME
 
 
 def test_plugin_is_registered():

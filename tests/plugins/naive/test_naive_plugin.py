@@ -8,7 +8,7 @@ from dpaudit.errors import InvalidParameter, PluginError
 from dpaudit.events import PoissonSubsampledGaussianEvent, PrivacyEvent
 from dpaudit.ledger import read_records
 from dpaudit.verify import verify_bundle
-from plugins.naive import PLUGIN, tune
+from dpaudit_plugins.naive import PLUGIN, tune
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 
@@ -68,9 +68,9 @@ def test_bad_configs(make_session, bad):
 
 def test_a_grid_the_budget_cannot_pay_for_trains_nothing(make_session, monkeypatch):
     from dpaudit.errors import BudgetExceeded
-    from plugins.naive import PLUGIN
+    from dpaudit_plugins.naive import PLUGIN
 
-    monkeypatch.setattr("plugins.naive.plugin.train_candidate", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr("dpaudit_plugins.naive.plugin.train_candidate", lambda *a, **k: pytest.fail("trained"))
     s = make_session(epsilon=0.05, public=PLUGIN.public)
     with pytest.raises(BudgetExceeded):
         PLUGIN.run(s, PLUGIN.smoke_config)

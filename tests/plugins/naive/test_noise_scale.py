@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dpaudit.errors import InvalidParameter
-from plugins.naive.noise_scale import composed_epsilon, noise_factor
-from plugins.opacus_training.candidates import Candidate, candidate_event
+from dpaudit_plugins.naive.noise_scale import composed_epsilon, noise_factor
+from dpaudit_plugins.opacus_training.candidates import Candidate, candidate_event
 
 N = 10_000
 GRID = [Candidate(lr, 1.0, sigma, epochs, 100) for lr in (0.5, 2.0) for sigma in (0.8, 1.5) for epochs in (1, 2)]
@@ -25,7 +25,7 @@ def test_factor_fits_and_is_within_the_tolerance_of_the_smallest():
 
 def test_a_grid_that_fits_is_not_scaled_and_bad_input_is_refused(monkeypatch):
     assert noise_factor(EVENTS, composed_epsilon(EVENTS, 1.0, DELTA) * 1.01, DELTA) == 1.0
-    monkeypatch.setattr("plugins.naive.noise_scale.MAX_FACTOR", 4.0)
+    monkeypatch.setattr("dpaudit_plugins.naive.noise_scale.MAX_FACTOR", 4.0)
     for args in (([], 1.0, DELTA), (EVENTS, 0.0, DELTA), (EVENTS, 1.0, 0.0), (EVENTS, 0.01, DELTA)):
         with pytest.raises(InvalidParameter):
             noise_factor(*args)

@@ -19,8 +19,14 @@ from dpaudit.errors import AccountingError, InvalidParameter, UncoveredRelease
 from dpaudit.events import PoissonSubsampledGaussianEvent, SelfComposedEvent
 from dpaudit.ledger import read_records
 from dpaudit.sensitivity import Neighbouring, from_formula
-from plugins.opacus_training import PLUGIN, CappedDPOptimizer, state_dict_sha256, train_private, train_private_loader
-from plugins.opacus_training.models import build_model
+from dpaudit_plugins.opacus_training import (
+    PLUGIN,
+    CappedDPOptimizer,
+    state_dict_sha256,
+    train_private,
+    train_private_loader,
+)
+from dpaudit_plugins.opacus_training.models import build_model
 
 # Opacus hooks the first layer, whose input needs no gradient; torch notes it once per module (harmless).
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
@@ -241,7 +247,7 @@ def test_optimizer_adds_exactly_the_charged_noise(make_session):
 def test_noise_check_catches_an_optimizer_with_less_noise_than_charged(make_session, monkeypatch):
     """Broken variant: the event says σ but the optimizer adds σ/2. The statistic is then ≈ χ²(2000)/4 ≈ 500 ± 16
     against an acceptance region of about [1 706, 2 325], so the miss rate is below 1e-12."""
-    import plugins.opacus_training.training as training
+    import dpaudit_plugins.opacus_training.training as training
 
     class HalfNoise(training.CappedDPOptimizer):
         def __init__(self, optimizer, **kwargs):
@@ -259,7 +265,7 @@ def _charged_repeat_and_select(session, base):
 
 def test_run_under_a_repeat_and_select_charge_writes_nothing(make_session, small):
     """Under ``charge=`` the run charges nothing and writes no record (a repetition's output stays secret)."""
-    from plugins.opacus_training.candidates import Candidate, candidate_event
+    from dpaudit_plugins.opacus_training.candidates import Candidate, candidate_event
 
     s = make_session()
     base = candidate_event(Candidate(2.0, 1.0, 1.0, 1, 64), len(small.y_train), "base")
@@ -277,7 +283,7 @@ def test_run_under_a_repeat_and_select_charge_writes_nothing(make_session, small
 
 
 def test_a_charge_that_does_not_cover_the_run_is_refused(make_session, small):
-    from plugins.opacus_training.candidates import Candidate, candidate_event
+    from dpaudit_plugins.opacus_training.candidates import Candidate, candidate_event
 
     s = make_session()
     base = candidate_event(Candidate(2.0, 1.0, 1.0, 1, 64), len(small.y_train), "base")
@@ -300,7 +306,7 @@ def test_a_charge_that_does_not_cover_the_run_is_refused(make_session, small):
 
 
 def test_parameter_dominance_is_checked_field_by_field():
-    from plugins.opacus_training.training import parameter_dominated
+    from dpaudit_plugins.opacus_training.training import parameter_dominated
 
     sensitivity = from_formula("clipped_gradient_sum", Neighbouring.ADD_REMOVE, clip_norm=1.0)
 
@@ -318,7 +324,7 @@ def test_parameter_dominance_is_checked_field_by_field():
 def test_an_envelope_charge_covers_one_dominated_run_recorded_and_released_against_it(make_session, small):
     """A plain Poisson-subsampled Gaussian charge (the envelope of a grid, charged before the selection) covers one
     run it dominates parameter-wise: that run charges nothing more, logs and releases against the envelope."""
-    from plugins.opacus_training.candidates import Candidate, grid_envelope
+    from dpaudit_plugins.opacus_training.candidates import Candidate, grid_envelope
 
     s = make_session()
     grid = [Candidate(2.0, 1.0, 1.0, 1, 64), Candidate(0.5, 3.0, 2.0, 2, 32)]
@@ -351,7 +357,7 @@ def test_racing_threads_train_under_one_envelope_exactly_once(make_session, smal
     tests/dpaudit/test_session.py)."""
     import threading
 
-    from plugins.opacus_training.candidates import Candidate, grid_envelope
+    from dpaudit_plugins.opacus_training.candidates import Candidate, grid_envelope
 
     s = make_session(seed=attempt)
     envelope = s.charge(grid_envelope([Candidate(2.0, 1.0, 1.0, 1, 64)], len(small.y_train), "envelope"),

@@ -9,8 +9,8 @@ from dpaudit.errors import BudgetExceeded, InvalidParameter, PluginError
 from dpaudit.events import PoissonSubsampledGaussianEvent, PrivacyEvent, RepeatAndSelectEvent
 from dpaudit.ledger import read_records
 from dpaudit.verify import verify_bundle
-from plugins.randtune import PLUGIN, dominating_event, tune
-from plugins.randtune import plugin as plugin_module
+from dpaudit_plugins.randtune import PLUGIN, dominating_event, tune
+from dpaudit_plugins.randtune import plugin as plugin_module
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 
@@ -98,7 +98,7 @@ def test_grids_varying_noise_and_epochs_use_the_dominating_envelope(make_session
 
 
 def test_a_grid_without_a_dominating_base_is_refused(make_session, monkeypatch):
-    monkeypatch.setattr("plugins.randtune.base_event.rdp_dominated", lambda event, by: False)
+    monkeypatch.setattr("dpaudit_plugins.randtune.base_event.rdp_dominated", lambda event, by: False)
     s = make_session(epsilon=10.0)
     with pytest.raises(PluginError, match="not dominated"):
         tune(s, CONFIG)
