@@ -28,6 +28,11 @@ class DeltaUnreachable(AccountingError):
     """
 
 
+class OutsideControlledRegime(UnsupportedEvent):
+    """A numerical accountant refuses to answer where its own error is not controlled (e.g. the PLD's FFT rounding
+    noise is not small against δ); the tightest accountant then falls back to another member and says so."""
+
+
 def package_versions(*names: str) -> str:
     """``"opacus 1.6.0, dp-accounting 0.6.0"`` for the installed distributions ``names``."""
     return ", ".join(f"{n} {_dist_version(n)}" for n in names)
@@ -71,6 +76,16 @@ class Accountant(ABC):
         delta = check_delta(delta)
         _, counts = tally(event)
         return self.epsilon_of_tally(counts, delta)
+
+    def epsilon_with_source(self, event: PrivacyEvent, delta: float) -> tuple[float, str]:
+        """(ε, the name of the accountant that attained it): this accountant's own :meth:`epsilon` and name.
+
+        An accountant that takes the minimum over members (the tightest) overrides it to name the member.
+
+        Raises:
+            The same as :meth:`epsilon`.
+        """
+        return self.epsilon(event, delta), self.name
 
     def epsilon_of_tally(self, counts: dict[LeafSpec, int], delta: float) -> float:
         """ε for an already tallied event (δ already validated); shared by :meth:`epsilon` and the tightest."""

@@ -23,6 +23,11 @@ Leaves modelled (``dp_accounting.pld.privacy_loss_distribution``):
 * Multi-dimensional discrete Gaussian (the 1-D PLD does not cover an L2 ball in d > 1), sampling without
   replacement (no PLD in dp_accounting 0.6) and repeat-and-select (its bounds are RDP statements): unsupported.
 
+Regime (docs/accounting.md, "Regime"): the FFT composition's rounding error in δ(ε) is estimated
+(:func:`fft_noise`); ε is read at δ less ten times the estimate, and the accountant refuses
+(:class:`~dpaudit.accounting.base.OutsideControlledRegime`) where that reserve exceeds 1 % of δ (tiny δ, many steps):
+there dp_accounting's ε fell below an independent lower bound (:mod:`dpaudit.accounting.hockey_stick`).
+
 Discretisation: :data:`VALUE_DISCRETIZATION_INTERVAL` = 2·10⁻⁴ (10⁵ DP-SGD steps at q = 256/60000, σ = 1.1 take
 about 0.3 s with cold caches; 10⁻⁴ changes ε by about 0.01 %).
 
@@ -37,9 +42,10 @@ import functools
 import math
 
 import dp_accounting
+import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from dpaudit.accounting.base import Accountant, DeltaUnreachable, package_versions
+from dpaudit.accounting.base import Accountant, DeltaUnreachable, OutsideControlledRegime, package_versions
 from dpaudit.accounting.charges import (
     ApproximateSpec,
     DiscreteGaussianSpec,
@@ -55,6 +61,13 @@ VALUE_DISCRETIZATION_INTERVAL = 2e-4
 DISCRETE_GAUSSIAN_TAIL = 1e-30
 #: Fraction of δ reserved for the discrete Gaussian truncation.
 TRUNCATION_DELTA_SHARE = 1e-6
+#: The PLD answers only while NOISE_RESERVE times its estimated FFT rounding error in δ (:func:`fft_noise`), which
+#: is reserved from δ, is at most this share of δ.
+FFT_NOISE_SHARE = 1e-2
+#: Multiple of the estimated rounding error reserved from δ (the estimate may be low by this factor).
+NOISE_RESERVE = 10.0
+#: Observed negative mass is multiplied by this to cover the positive rounding noise of the same size.
+NEGATIVE_MASS_FACTOR = 4.0
 
 
 def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True) -> str | None:
@@ -117,13 +130,62 @@ def fold(start: pld_lib.PrivacyLossDistribution | None, items: list[tuple[LeafSp
     return out
 
 
+def fft_noise(pld: pld_lib.PrivacyLossDistribution, applications: int, epsilon: float) -> float:
+    """Estimated absolute floating-point error of δ(ε) computed from a composed PLD (module docstring, "Regime").
+
+    The larger, over the add and remove PMFs, of (a) :data:`NEGATIVE_MASS_FACTOR` times the negative mass in the
+    PMF (pure rounding noise: a probability cannot be negative, so its size measures the noise floor directly; the
+    factor covers the positive noise it cannot see) and (b) the a-priori estimate (k − 1)·u·log₂N·max(p)·√N_ε: the
+    FFT of a k-fold composition carries relative error about (k − 1)·u·log₂N (the transform's error raised to the
+    k-th power; a single leaf is built without FFT), i.e. about that
+    times max(p) per entry, of either sign, over the N_ε entries above ε that δ(ε) adds up. A sparse PMF (pure-DP
+    leaves composed by dictionary) has no FFT and contributes 0.
+
+    Raises:
+        OutsideControlledRegime: this dp_accounting version does not expose the PMFs, so the error is unknown.
+    """
+    remove, add = getattr(pld, "_pmf_remove", None), getattr(pld, "_pmf_add", None)
+    if remove is None or add is None:
+        raise OutsideControlledRegime("pld outside its controlled regime: this dp_accounting version does not "
+                                      "expose its PMFs, so the FFT rounding error cannot be checked")
+    noise = 0.0
+    for pmf in {id(remove): remove, id(add): add}.values():
+        probs = getattr(pmf, "_probs", None)
+        if probs is None:
+            continue
+        losses = (pmf._lower_loss + np.arange(len(probs))) * pmf._discretization
+        above = int(np.count_nonzero(losses > epsilon))
+        observed = NEGATIVE_MASS_FACTOR * float(-np.sum(probs[probs < 0]))
+        a_priori = ((applications - 1) * np.finfo(float).eps * math.log2(max(len(probs), 2)) * float(np.max(probs))
+                    * math.sqrt(above))
+        noise = max(noise, observed, a_priori)
+    return noise
+
+
 def epsilon_from_pld(pld: pld_lib.PrivacyLossDistribution, counts: dict[LeafSpec, int], delta: float) -> float:
-    """ε at δ, reserving part of δ for the discrete Gaussian's truncated tails (module docstring)."""
+    """ε at δ, with parts of δ reserved for the discrete Gaussian's truncated tails and the FFT rounding error.
+
+    ε is first read at δ_t (δ less the truncation share, module docstring); then, with r = :data:`NOISE_RESERVE`
+    times the estimated rounding error of δ(ε) (:func:`fft_noise`), it is read again at δ_t − r, so that an error
+    up to r in the computed δ(·) cannot bring ε below the truth. When r exceeds :data:`FFT_NOISE_SHARE`·δ the
+    rounding error is not small against δ and the PLD refuses to answer (module docstring, "Regime").
+
+    Raises:
+        OutsideControlledRegime: r > :data:`FFT_NOISE_SHARE`·δ.
+        DeltaUnreachable: the discrete Gaussian truncation does not fit in δ.
+    """
     tail = DISCRETE_GAUSSIAN_TAIL * sum(k for s, k in counts.items() if isinstance(s, DiscreteGaussianSpec))
-    if tail == 0:
-        return float(pld.get_epsilon_for_delta(delta))
-    eps = float(pld.get_epsilon_for_delta(delta * (1.0 - TRUNCATION_DELTA_SHARE)))
-    if not tail * (1.0 + math.exp(min(eps, 700.0))) <= TRUNCATION_DELTA_SHARE * delta:
+    target = delta * (1.0 - TRUNCATION_DELTA_SHARE) if tail else delta
+    eps = float(pld.get_epsilon_for_delta(target))
+    if math.isfinite(eps):
+        reserve = NOISE_RESERVE * fft_noise(pld, sum(counts.values()), eps)
+        if not reserve <= FFT_NOISE_SHARE * delta:
+            raise OutsideControlledRegime(
+                f"pld outside its controlled regime: FFT rounding error in delta about {reserve / NOISE_RESERVE:.2g}, "
+                f"not small against delta = {delta:.3g} (limit {FFT_NOISE_SHARE / NOISE_RESERVE:g} * delta)")
+        if reserve > 0:
+            eps = float(pld.get_epsilon_for_delta(target - reserve))
+    if tail and not tail * (1.0 + math.exp(min(eps, 700.0))) <= TRUNCATION_DELTA_SHARE * delta:
         raise DeltaUnreachable(f"pld: the discrete Gaussian truncation ({tail:g}) does not fit in delta = {delta!r}")
     return eps
 

@@ -9,11 +9,16 @@ Two checks (docs/accounting.md, "Independent recheck"):
    ======== ==================================================== =========================================
    claim    independent                                          fails when
    ======== ==================================================== =========================================
-   pld      Opacus PRV ε_lower of the Poisson-subsampled-        claim < ε_lower (a lower bound on ε)
-            Gaussian part (all of it, or a sub-composition)
+   pld      the larger of Opacus PRV ε_lower of the Poisson-     claim < the larger (both lower bounds
+            subsampled-Gaussian part and the tilted hockey-      on ε; tolerance 0)
+            stick lower bound (:mod:`.hockey_stick`) of the
+            other leaves ((ε, δ) units as (ε, δ) randomized
+            response, Laplace / 1-D discrete Gaussian exact)
    prv      dp_accounting PLD, optimistic estimate               claim < ε_optimistic (a lower bound on ε)
    rdp      dp_accounting RDP curves + ``compute_epsilon`` on     our RDP ε on the same orders <
-            the integer orders of the grid                       independent·(1 − 10⁻⁶)
+            the integer orders of the grid; with without-        independent·(1 − 10⁻⁶), or claim < the
+            replacement leaves also the hockey-stick lower       without-replacement lower bound
+            bound of that part (its realising pair of data sets)
    basic    exact ``Fraction`` sums of the charges               claim < exact·(1 − 10⁻¹²) or Σδ_i > δ
    advanced ``Fraction`` sums, KOV Thm. 3.5 in another form      claim < value·(1 − 10⁻⁹)
    ======== ==================================================== =========================================
@@ -51,6 +56,7 @@ from dpaudit.accounting.charges import (
     WorGaussianSpec,
     tally,
 )
+from dpaudit.accounting.hockey_stick import epsilon_lower_bound, models
 from dpaudit.accounting.pld import fold
 from dpaudit.accounting.pld import unsupported_reason as pld_unsupported
 from dpaudit.accounting.prv import history_of, prv_bounds
@@ -58,7 +64,7 @@ from dpaudit.accounting.prv import unsupported_reason as prv_unsupported
 from dpaudit.accounting.rdp import ORDERS, composed_rdp, rdp_to_epsilon
 from dpaudit.accounting.registry import get_accountant
 from dpaudit.accounting.repeat_select import truncated_negative_binomial_mean
-from dpaudit.accounting.tightest import TightestAccountant
+from dpaudit.accounting.tightest import TightestAccountant, member_name
 from dpaudit.errors import AccountingError, DPAuditError
 from dpaudit.events import PrivacyEvent
 from dpaudit.validation import check_delta, check_nonnegative
@@ -105,19 +111,35 @@ class _Independent:
     detail: str
 
 
-def _pld_vs_prv(counts: dict[LeafSpec, int], delta: float, claimed: float, ours: float) -> _Independent | None:
-    """Opacus PRV's ε_lower of the Poisson-subsampled-Gaussian part of the composition.
+def _pld_vs_lower_bounds(counts: dict[LeafSpec, int], delta: float, claimed: float,
+                         ours: float) -> _Independent | None:
+    """The larger of two lower bounds on ε, each of a sub-composition (its outputs are a post-processing of the
+    whole, so the ε of the composition at δ is at least the sub-composition's):
 
-    When the composition holds other leaves too, the part alone still gives a lower bound: the ε of a composition
-    at δ is at least the ε of any sub-composition (its outputs are a post-processing of the whole).
+    * Opacus PRV's ε_lower of the Poisson-subsampled-Gaussian part;
+    * the tilted hockey-stick lower bound (:mod:`dpaudit.accounting.hockey_stick`) of the other leaves: the
+      (ε, δ) randomized-response pairs of leaves known only through (ε, δ), randomized response for other pure-DP
+      leaves, the exact discrete Laplace and 1-D discrete Gaussian pairs (exponential-mechanism leaves left out).
     """
-    part = {spec: k for spec, k in counts.items() if isinstance(spec, PoissonGaussianSpec)}
-    if not part or prv_unsupported(part) is not None or delta == 0:
+    if delta == 0:
         return None
-    lower = prv_bounds(history_of(part), delta)[0]
-    scope = "" if len(part) == len(counts) else " of the DP-SGD part alone (a sub-composition)"
-    return _Independent(f"opacus PRV eps_lower{scope}", lower, 0.0, claimed >= lower,
-                        f"claim {claimed:.9g} vs Opacus PRV lower bound{scope} {lower:.9g}")
+    found: list[tuple[float, str]] = []
+    part = {spec: k for spec, k in counts.items() if isinstance(spec, PoissonGaussianSpec)}
+    if part and prv_unsupported(part) is not None:
+        part = {}
+    if part:
+        scope = "" if len(part) == len(counts) else " of the DP-SGD part alone (a sub-composition)"
+        found.append((prv_bounds(history_of(part), delta)[0], f"opacus PRV eps_lower{scope}"))
+    rest = {spec: k for spec, k in counts.items() if not isinstance(spec, PoissonGaussianSpec) and models(spec)}
+    if rest:
+        modelled, total = sum(rest.values()), sum(counts.values())
+        scope = "" if modelled == total else f" of a sub-composition ({modelled} of {total} applications)"
+        found.append((epsilon_lower_bound(rest, delta).epsilon, f"tilted hockey-stick lower bound{scope}"))
+    if not found:
+        return None
+    lower, name = max(found)
+    others = "; ".join(f"{n} {v:.9g}" for v, n in found)
+    return _Independent(name, lower, 0.0, claimed >= lower, f"claim {claimed:.9g} vs lower bounds: {others}")
 
 
 def _prv_vs_pld(counts: dict[LeafSpec, int], delta: float, claimed: float, ours: float) -> _Independent | None:
@@ -189,13 +211,18 @@ def _rdp_vs_dp_accounting(counts: dict[LeafSpec, int], delta: float, claimed: fl
                       exact_inf)
     our_rdp, our_inf = composed_rdp(counts, mask)
     ours_same_orders = rdp_to_epsilon(np.array(orders), our_rdp, our_inf, delta)[0]
-    shared = " (the without-replacement curve is dp_accounting's in both)" if any(
-        isinstance(s, WorGaussianSpec) for s in counts) else ""
-    return _Independent(
-        "dp_accounting RDP, integer orders", independent, RDP_REL_TOL,
-        ours_same_orders >= independent * (1.0 - RDP_REL_TOL),
-        f"our RDP on the integer orders {ours_same_orders:.12g} vs dp_accounting {independent:.12g}{shared}",
-    )
+    ok = ours_same_orders >= independent * (1.0 - RDP_REL_TOL)
+    detail = f"our RDP on the integer orders {ours_same_orders:.12g} vs dp_accounting {independent:.12g}"
+    name = "dp_accounting RDP, integer orders"
+    wor = {s: k for s, k in counts.items() if isinstance(s, WorGaussianSpec)}
+    if wor and delta > 0:
+        # the without-replacement curve is dp_accounting's in both, so it is also checked against a lower bound
+        lower = epsilon_lower_bound(wor, delta).epsilon
+        ok = ok and claimed >= lower
+        name += "; tilted hockey-stick lower bound of the without-replacement part"
+        detail += (f"; claim {claimed:.12g} vs lower bound {lower:.12g} of the without-replacement part (the pair "
+                   "of neighbouring data sets that realises it; the RDP curve is dp_accounting's in both)")
+    return _Independent(name, independent, RDP_REL_TOL, ok, detail)
 
 
 def _exact_charges(counts: dict[LeafSpec, int]) -> tuple[list[tuple[Fraction, int]], Fraction]:
@@ -228,7 +255,7 @@ def _advanced_vs_fraction(counts: dict[LeafSpec, int], delta: float, claimed: fl
 
 
 _INDEPENDENT = {
-    "pld": _pld_vs_prv,
+    "pld": _pld_vs_lower_bounds,
     "prv": _prv_vs_pld,
     "rdp": _rdp_vs_dp_accounting,
     "basic": _basic_vs_fraction,
@@ -240,7 +267,8 @@ def recheck(claim_source: str, event: PrivacyEvent, delta: float, claimed_epsilo
     """Re-derive a claimed ε for ``event`` at ``delta`` (module docstring).
 
     Args:
-        claim_source: the accountant that attained the claim (the tightest accountant's reported source).
+        claim_source: the accountant that attained the claim (the tightest accountant's reported source, possibly
+            with a fallback note: ``"rdp (pld outside its controlled regime: ...)"``).
         event: the composed event the claim is about.
         delta: the δ of the claim.
         claimed_epsilon: the certified ε.
@@ -251,14 +279,15 @@ def recheck(claim_source: str, event: PrivacyEvent, delta: float, claimed_epsilo
     """
     delta = check_delta(delta)
     claimed = check_nonnegative("claimed epsilon", claimed_epsilon)
-    accountant = get_accountant(claim_source)
+    accountant = get_accountant(member_name(claim_source))
     _, counts = tally(event)
     if isinstance(accountant, TightestAccountant):
-        recomputed, method = accountant.epsilon_with_source(event, delta)
+        recomputed, source = accountant.epsilon_with_source(event, delta)
     else:
-        recomputed, method = accountant.epsilon_of_tally(counts, delta), accountant.name
+        recomputed, source = accountant.epsilon_of_tally(counts, delta), claim_source
+    method = member_name(source)
     recompute_ok = claimed >= recomputed * (1.0 - RECOMPUTE_REL_TOL)
-    first = f"claim {claimed:.12g} {'>=' if recompute_ok else '<'} {method} recomputation {recomputed:.12g}"
+    first = f"claim {claimed:.12g} {'>=' if recompute_ok else '<'} {source} recomputation {recomputed:.12g}"
     try:
         independent = _INDEPENDENT[method](counts, delta, claimed, recomputed)
     except DPAuditError as exc:

@@ -4,13 +4,14 @@ Each accountant in :data:`MEMBERS` returns a sound upper bound on ε at δ, so t
 (and it is never looser than RDP, which supports every leaf kind). The event is tallied once and handed to each
 member. A member that does not model the event (:class:`~dpaudit.errors.UnsupportedEvent`) or cannot state a
 bound at this δ (:class:`~dpaudit.accounting.base.DeltaUnreachable`) is skipped; any other accounting error
-(NaN, failed numerics) propagates, so certification fails loudly rather than quietly falling back.
+(NaN, failed numerics) propagates, so certification fails loudly rather than quietly falling back. A member that
+refuses because the event is outside its controlled numerical regime is skipped *and named* in the source.
 """
 
 from __future__ import annotations
 
 from dpaudit.accounting.advanced import AdvancedComposition
-from dpaudit.accounting.base import Accountant, DeltaUnreachable
+from dpaudit.accounting.base import Accountant, DeltaUnreachable, OutsideControlledRegime
 from dpaudit.accounting.basic import BasicComposition
 from dpaudit.accounting.charges import LeafSpec, tally
 from dpaudit.accounting.pld import PldAccountant
@@ -23,6 +24,11 @@ from dpaudit.validation import check_delta
 MEMBERS: tuple[type[Accountant], ...] = (
     RdpAccountant, PldAccountant, AdvancedComposition, BasicComposition,
 )
+
+
+def member_name(source: str) -> str:
+    """The accountant name at the start of a source string (``"rdp (pld outside ...)"`` → ``"rdp"``)."""
+    return source.split(" (", 1)[0]
 
 
 class TightestAccountant(Accountant):
@@ -46,6 +52,10 @@ class TightestAccountant(Accountant):
     def epsilon_with_source(self, event: PrivacyEvent, delta: float) -> tuple[float, str]:
         """(ε, name of the member accountant that attained it).
 
+        When a member refused because the event lies outside its controlled numerical regime
+        (:class:`~dpaudit.accounting.base.OutsideControlledRegime`), the source says so after the name, e.g.
+        ``"rdp (pld outside its controlled regime: ...)"``; :func:`member_name` recovers the name.
+
         Raises:
             The same as :meth:`Accountant.epsilon`.
         """
@@ -56,6 +66,7 @@ class TightestAccountant(Accountant):
     def _best(self, counts: dict[LeafSpec, int], delta: float) -> tuple[float, str]:
         best: tuple[float, str] | None = None
         skipped = []
+        refused = []
         unreachable = False
         for member in self.members:
             try:
@@ -63,6 +74,8 @@ class TightestAccountant(Accountant):
             except (UnsupportedEvent, DeltaUnreachable) as exc:
                 skipped.append(str(exc))
                 unreachable = unreachable or isinstance(exc, DeltaUnreachable)
+                if isinstance(exc, OutsideControlledRegime):
+                    refused.append(str(exc))
                 continue
             if best is None or eps < best[0]:
                 best = (eps, member.name)
@@ -71,4 +84,6 @@ class TightestAccountant(Accountant):
             # unmodelled (the budget filter refuses such a charge as over budget)
             error = DeltaUnreachable if unreachable else AccountingError
             raise error("no accountant can bound this event: " + "; ".join(skipped))
+        if refused:  # say which member fell back from which, and why, in the source itself
+            return best[0], f"{best[1]} ({'; '.join(refused)})"
         return best

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import dp_accounting
 import numpy as np
 import pytest
 
 from dpaudit.accounting import get_accountant, recheck
+from dpaudit.accounting import pld as pld_module
 from dpaudit.accounting import rdp as rdp_module
 from dpaudit.errors import InvalidParameter
 from dpaudit.events import ComposedEvent
@@ -43,7 +47,9 @@ def test_tightest_claim_resolves_to_its_member():
 
 
 def test_no_independent_implementation_is_said_plainly():
-    result = recheck("pld", PURE, 1e-5, get_accountant("pld").epsilon(PURE, 1e-5))
+    """Exponential-mechanism leaves alone: no lower bound models them (bounded range is tighter than RR)."""
+    selections = ComposedEvent(events=(exponential(0.2),) * 5)
+    result = recheck("pld", selections, 1e-5, get_accountant("pld").epsilon(selections, 1e-5))
     assert result.ok and result.independent == "none" and result.independent_value == 0.0
     assert "no independent implementation" in result.reason
 
@@ -84,3 +90,46 @@ def test_pld_claim_on_a_mixed_composition_is_checked_against_its_dpsgd_part():
     assert 0 < part_lower <= honest
     forged = recheck("pld", event, 1e-5, part_lower * 0.9)
     assert not forged.ok
+
+
+def _probable(event, failure=1e-6):
+    """The event with a sensitivity that holds only with probability 1 − failure (an (ε, δ) unit)."""
+    return dataclasses.replace(event, sensitivity=dataclasses.replace(event.sensitivity, failure_probability=failure))
+
+
+def test_pld_claim_on_epsilon_delta_units_is_checked_against_an_independent_lower_bound(monkeypatch):
+    """(ε, δ) units + Laplace + a discrete Gaussian: the tilted hockey-stick lower bound checks the PLD claim. A PLD
+    that under-states (simulated: dp_accounting's ε read at 10 x δ, so the recomputation agrees with the forged
+    claim) is caught; before this check the claim had no independent recheck at all."""
+    event = ComposedEvent(events=(_probable(laplace(0.5)),) * 3 + (laplace(0.3),) * 10 + (gaussian(3.0),) * 4)
+    honest = recheck("pld", event, 1e-5, get_accountant("pld").epsilon(event, 1e-5))
+    assert honest.ok and honest.independent.startswith("tilted hockey-stick lower bound")
+    assert honest.claimed - 0.05 <= honest.independent_value <= honest.claimed
+    original = pld_module.epsilon_from_pld
+    monkeypatch.setattr(pld_module, "epsilon_from_pld", lambda pld, counts, delta: original(pld, counts, 10 * delta))
+    forged_value = get_accountant("pld").epsilon(event, 1e-5)
+    forged = recheck("pld", event, 1e-5, forged_value)
+    assert forged.recomputed == forged_value and not forged.ok and "DISAGREES" in forged.reason
+
+
+def test_without_replacement_claim_is_checked_against_a_realised_lower_bound(monkeypatch):
+    """The without-replacement RDP curve is dp_accounting's on both sides of the integer-order comparison, so a
+    wrong curve (simulated: divided by 1000) agrees with itself; the lower bound from the pair of neighbouring data sets
+    that realises the mechanism catches it. Honest claims pass."""
+    event = dpsgd_without_replacement(100, 5000, 1.1, 100)
+    honest = recheck("rdp", event, 1e-5, get_accountant("rdp").epsilon(event, 1e-5))
+    assert honest.ok and "without-replacement part" in honest.independent
+    target = dp_accounting.rdp.rdp_privacy_accountant
+    original = target._compute_rdp_sample_wor_gaussian
+    def quartered(q, noise_multiplier, orders):
+        return original(q, noise_multiplier, orders) / 1000
+
+    monkeypatch.setattr(target, "_compute_rdp_sample_wor_gaussian", quartered)
+    rdp_module.rdp_curve.cache_clear()
+    try:
+        forged_value = get_accountant("rdp").epsilon(event, 1e-5)
+        forged = recheck("rdp", event, 1e-5, forged_value)
+    finally:
+        rdp_module.rdp_curve.cache_clear()
+    assert forged_value < 1.0  # against a realised lower bound of 1.12
+    assert forged.recomputed == forged_value and not forged.ok and "DISAGREES" in forged.reason

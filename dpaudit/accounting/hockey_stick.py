@@ -1,0 +1,418 @@
+"""An independent LOWER bound on ε(δ): optimistic discretisation and exponentially tilted composition.
+
+The verifier needs, next to every accountant's upper bound, a number that the true ε of the accounted model can
+never be below, computed by code that shares no numerics with dp_accounting's PLD or Opacus's PRV. This module
+computes the hockey-stick divergence of the composed privacy loss directly:
+
+    δ(ε) = P_∞ + Σ_l p(l) (1 − e^{ε − l})₊        (Meiser & Mohammadi 2018; Sommer, Meiser & Mohammadi 2019)
+
+where p is the law of the composed privacy loss L = Σ L_i under the first distribution of the pair and P_∞ its
+mass at +∞ (Zhu, Dong & Wang 2022, Lemma 5: δ(ε) = E_P[(1 − e^{ε−L})₊]). Three steps, each of which can only
+*lower* δ(ε), so ε_lower(δ) = sup{ε : δ_lower(ε) > δ} ≤ the true ε(δ):
+
+1. **Optimistic discretisation.** Every privacy loss is rounded *down* to the grid h·Z, and mass below the window is
+   dropped (δ is non-decreasing in every loss, so E[(1 − e^{ε−⌊L⌋})₊] ≤ E[(1 − e^{ε−L})₊]); rounding loses at most
+   h per application, so ε_lower ≥ ε_true − h·(applications) − (truncation).
+2. **Exponential tilting.** The probabilities are multiplied by e^{λl} before composition and divided after
+   (tilting commutes with convolution). With λ at the saddle point (the tilted composed law centred on the ε being
+   sought) the probabilities that decide δ at tiny δ are the *largest* entries of the tilted arrays, so floating
+   point error is relative to them, not to the bulk of the law (which is what an untilted FFT loses at δ ≈ 10⁻¹¹).
+3. **Certified FFT error.** Each FFT convolution of non-negative arrays a, b has entrywise error at most
+   c·u·log₂N·(‖a‖₂‖b‖₁ + ‖a‖₁‖b‖₂) (Higham 2002, Thm. 24.2, carried through the pointwise product and the inverse
+   transform; c = 16 here, generous). That bound is *subtracted* from every entry and negatives are set to 0, so each
+   computed entry stays below the exact convolution of the (already lower) inputs; entries that only noise could
+   make positive vanish, which also truncates the tails.
+
+Pairs modelled (the dominating pair every accountant here uses, or a pair of neighbouring data sets that the
+mechanism really produces, so the true ε of the accounted model is at least what is computed):
+
+* Poisson-subsampled Gaussian, add/remove: ((1 − q)N(0, σ²) + qN(1, σ²), N(0, σ²)) and the reverse order; both
+  directions are composed separately and the larger ε is returned (a neighbouring pair is one or the other).
+* Fixed-size batches without replacement, replace-one (b of n, γ = b/n, σ relative to the replace-one sensitivity):
+  the same pair with q = γ, *realised* by two data sets (all other records' clipped gradients −C, the replaced
+  record's +C in one and −C in the other: the noisy sum differs by 2C exactly when the record is drawn, probability
+  γ). Replace-one is symmetric, so both orders count.
+* 1-D discrete Laplace (scale t, integer sensitivity Δ in grid units): the exact pair (loss (|z − Δ| − |z|)/t).
+* 1-D discrete Gaussian (σ, integer Δ in grid units): the exact pair (loss (Δ² − 2zΔ)/(2σ²)).
+* Other pure ε-DP leaves that are not bounded-range: binary randomized response (±ε), which every accountant here
+  treats them as; a leaf known only through (ε, δ) (``ApproximateSpec``): the (ε, δ) randomized-response pair
+  (+∞ with probability δ, ±ε otherwise; Kairouz, Oh & Viswanath 2015).
+* Left out (a sub-composition still gives a lower bound: dropping outputs is post-processing): exponential-mechanism
+  leaves (bounded range: the RDP accountant's curve for them is below randomized response's), multi-dimensional
+  discrete Gaussians and repeat-and-select.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import signal, special
+
+from dpaudit.accounting.charges import (
+    ApproximateSpec,
+    DiscreteGaussianSpec,
+    LeafSpec,
+    PoissonGaussianSpec,
+    PureSpec,
+    WorGaussianSpec,
+)
+from dpaudit.errors import AccountingError, InvalidParameter
+
+#: Default loss grid h = BIAS_TARGET / (applications), clamped to [MIN_INTERVAL, MAX_INTERVAL]: the rounding then
+#: costs at most BIAS_TARGET in ε (more only where the clamp binds).
+BIAS_TARGET = 0.02
+MIN_INTERVAL = 1e-5
+MAX_INTERVAL = 1e-3
+#: Tilted log-masses more than this many nats below a leaf's largest are dropped (far below FFT resolution).
+LOG_MASS_WINDOW = 60.0
+#: Constant c of the FFT error bound (module docstring, step 3).
+FFT_ERROR_CONSTANT = 16.0
+#: Standard deviations of Gaussian noise kept on each side of the window in x.
+GAUSSIAN_SPAN = 40.0
+#: Largest number of grid points one leaf may span (a discrete Gaussian with a larger span is left out).
+MAX_LEAF_POINTS = 20_000_000
+#: Newton steps on the tilt λ (each a full composition at a coarse grid).
+TILT_ITERATIONS = 6
+#: Grid used while searching for the tilt.
+COARSE_INTERVAL = 1e-2
+
+
+@dataclass(frozen=True)
+class LossPmf:
+    """The law of one privacy loss under the first distribution of a pair, rounded down to the grid h·Z.
+
+    Attributes:
+        offset: grid index of ``log_probs[0]`` (the loss value is (offset + i)·h).
+        log_probs: natural logarithms of the masses (``-inf`` allowed).
+        infinity: the mass at loss +∞.
+    """
+
+    offset: int
+    log_probs: np.ndarray
+    infinity: float = 0.0
+
+
+@dataclass(frozen=True)
+class LowerBound:
+    """Outcome of :func:`epsilon_lower_bound`.
+
+    Attributes:
+        epsilon: a lower bound on ε(δ) of the modelled part of the composition.
+        delta: the δ it is for.
+        interval: the loss grid h used.
+        tilt: the exponential tilt λ used.
+        modelled: number of applications modelled; ``left_out`` of the tally were left out (sub-composition).
+    """
+
+    epsilon: float
+    delta: float
+    interval: float
+    tilt: float
+    modelled: int
+    left_out: int
+
+
+def _log_diff_ndtr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """ln(Φ(b) − Φ(a)) for a ≤ b elementwise, accurate in both tails."""
+    upper = a > 0
+    hi = np.where(upper, special.log_ndtr(-a), special.log_ndtr(b))
+    lo = np.where(upper, special.log_ndtr(-b), special.log_ndtr(a))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = hi + np.log1p(-np.exp(np.minimum(lo - hi, 0.0)))
+    return np.where(b > a, out, -np.inf)
+
+
+def _mixture_inverse(y: np.ndarray, q: float, sigma: float) -> np.ndarray:
+    """x with g(x) = y for g(x) = ln((1 − q) + q·e^{(2x − 1)/(2σ²)}), −∞ where y ≤ ln(1 − q)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inner = np.log(np.maximum(np.expm1(y) + q, 0.0) / q)  # e^y − (1 − q) = expm1(y) + q
+    return np.where(y > math.log1p(-q) if q < 1 else np.ones_like(y, dtype=bool), sigma**2 * inner + 0.5, -np.inf)
+
+
+def _mixture_g(x: float, q: float, sigma: float) -> float:
+    return float(np.logaddexp(math.log1p(-q) if q < 1 else -np.inf, math.log(q) + (2 * x - 1) / (2 * sigma**2)))
+
+
+def subsampled_gaussian_pmf(q: float, sigma: float, h: float, tilt: float, remove: bool) -> LossPmf:
+    """Loss law of ((1 − q)N(0, σ²) + qN(1, σ²), N(0, σ²)) (``remove``) or of the reversed pair, rounded down.
+
+    The loss of an output x is g(x) = ln((1 − q) + q·e^{(2x − 1)/(2σ²)}) (remove; increasing in x) or −g(x) (add),
+    so each grid cell of the loss is an interval of x whose mass is a difference of normal CDFs, computed in log
+    space. The window in x is [−40σ, 1 + max(λ, 0) + 40σ], which holds the tilted law's bulk; mass above it is
+    lumped into the top cell (its loss is at least that cell's), mass below it dropped unless the loss is bounded
+    below there (remove: g ≥ ln(1 − q), lumped into the bottom cell).
+    """
+    span = GAUSSIAN_SPAN * sigma
+    x_lo, x_hi = -span, 1.0 + max(tilt, 0.0) + span
+    if remove:
+        j_lo = math.floor(_mixture_g(x_lo, q, sigma) / h)
+        j_hi = math.ceil(_mixture_g(x_hi, q, sigma) / h)
+    else:
+        j_lo = math.floor(-_mixture_g(x_hi, q, sigma) / h)
+        j_hi = math.floor(-_mixture_g(x_lo, q, sigma) / h)
+    if j_hi - j_lo + 1 > MAX_LEAF_POINTS:
+        raise AccountingError(f"hockey-stick lower bound: a subsampled Gaussian spans {j_hi - j_lo + 1} grid points "
+                              f"at interval {h:g}; use a coarser interval")
+    j = np.arange(j_lo, j_hi + 1, dtype=float)
+    if remove:
+        # cell j: x in (g⁻¹(jh), g⁻¹((j+1)h)]; the top cell runs to +∞, the bottom one from g⁻¹(j_lo·h)
+        left = _mixture_inverse(j * h, q, sigma)
+        right = np.append(left[1:], np.inf)
+        first = np.logaddexp(math.log1p(-q) + _log_diff_ndtr(left / sigma, right / sigma) if q < 1 else -np.inf,
+                             math.log(q) + _log_diff_ndtr((left - 1) / sigma, (right - 1) / sigma))
+        return LossPmf(j_lo, first)
+    # add: loss −g(x) in [jh, (j+1)h)  ⇔  x in [g⁻¹(−(j+1)h), g⁻¹(−jh)); the top cell takes every x below
+    right = _mixture_inverse(-j * h, q, sigma)
+    left = _mixture_inverse(-(j + 1) * h, q, sigma)
+    left[-1] = -np.inf
+    return LossPmf(j_lo, _log_diff_ndtr(left / sigma, right / sigma))
+
+
+def randomized_response_pmf(epsilon: float, delta: float, h: float) -> LossPmf:
+    """The (ε, δ) randomized-response pair: +∞ w.p. δ, +ε w.p. (1 − δ)e^ε/(1 + e^ε), −ε w.p. (1 − δ)/(1 + e^ε)."""
+    hi, lo = math.floor(epsilon / h), math.floor(-epsilon / h)
+    log_rest = math.log1p(-delta) if delta < 1 else -math.inf
+    log_probs = np.full(hi - lo + 1, -np.inf)
+    log_probs[0] = log_rest - float(np.logaddexp(0.0, epsilon))
+    log_probs[-1] = log_rest - float(np.logaddexp(0.0, -epsilon))
+    return LossPmf(lo, log_probs, delta)
+
+
+def _binned(losses: np.ndarray, log_mass: np.ndarray, h: float) -> LossPmf:
+    """Masses at real losses, summed into the grid cells that round each loss down."""
+    index = np.floor(losses / h).astype(np.int64)
+    lo = int(index.min())
+    top = float(np.max(log_mass))
+    sums = np.bincount(index - lo, weights=np.exp(log_mass - top))
+    with np.errstate(divide="ignore"):
+        return LossPmf(lo, np.log(sums) + top)
+
+
+def discrete_laplace_pmf(parameter: float, sensitivity: int, h: float) -> LossPmf:
+    """The discrete Laplace pair: P(z) ∝ e^{−a|z|} vs the same shifted by Δ; loss a(|z − Δ| − |z|) under P.
+
+    The loss is aΔ for z ≤ 0 (mass 1/(1 + e^{−a})), −aΔ for z ≥ Δ (mass e^{−aΔ}/(1 + e^{−a})), a(Δ − 2z) between.
+    """
+    a, d = parameter, sensitivity
+    log_norm = math.log(-math.expm1(-a)) - float(np.logaddexp(0.0, -a))
+    z = np.arange(1, d, dtype=float)
+    losses = np.concatenate(([a * d, -a * d], a * (d - 2 * z)))
+    log_mass = np.concatenate(([-float(np.logaddexp(0.0, -a)), -a * d - float(np.logaddexp(0.0, -a))],
+                               log_norm - a * z))
+    return _binned(losses, log_mass, h)
+
+
+def discrete_gaussian_pmf(sigma: float, sensitivity: int, h: float) -> LossPmf | None:
+    """The 1-D discrete Gaussian pair N_Z(0, σ²) vs N_Z(Δ, σ²); loss (Δ² − 2zΔ)/(2σ²) under the first.
+
+    Support |z| ≤ 40σ + Δ (mass beyond is below 10⁻³⁰⁰ and dropped); None when that is more than
+    :data:`MAX_LEAF_POINTS` points (the leaf is then left out).
+    """
+    reach = math.ceil(GAUSSIAN_SPAN * sigma) + sensitivity
+    if 2 * reach + 1 > MAX_LEAF_POINTS:
+        return None
+    z = np.arange(-reach, reach + 1, dtype=float)
+    log_w = -z * z / (2 * sigma**2)
+    log_mass = log_w - float(special.logsumexp(log_w))
+    return _binned((sensitivity**2 - 2 * z * sensitivity) / (2 * sigma**2), log_mass, h)
+
+
+def leaf_pmfs(spec: LeafSpec, h: float, tilt: float) -> tuple[LossPmf, LossPmf] | None:
+    """(remove-direction, add-direction) loss laws of one application of ``spec``; None when it is left out."""
+    if isinstance(spec, (PoissonGaussianSpec, WorGaussianSpec)):
+        q = spec.sample_rate if isinstance(spec, PoissonGaussianSpec) else spec.batch_size / spec.dataset_size
+        return (subsampled_gaussian_pmf(q, spec.noise_multiplier, h, tilt, True),
+                subsampled_gaussian_pmf(q, spec.noise_multiplier, h, tilt, False))
+    if isinstance(spec, ApproximateSpec):
+        pmf = randomized_response_pmf(spec.epsilon, spec.delta, h)
+    elif isinstance(spec, PureSpec) and spec.laplace_parameter is not None:
+        pmf = discrete_laplace_pmf(spec.laplace_parameter, spec.laplace_sensitivity, h)
+    elif isinstance(spec, PureSpec) and not spec.bounded_range:
+        pmf = randomized_response_pmf(spec.epsilon, 0.0, h)
+    elif isinstance(spec, DiscreteGaussianSpec) and spec.dimension == 1 and spec.sensitivity.is_integer():
+        found = discrete_gaussian_pmf(spec.sigma, int(spec.sensitivity), h)
+        if found is None:
+            return None
+        pmf = found
+    else:
+        return None
+    return pmf, pmf
+
+
+@dataclass(frozen=True)
+class _Tilted:
+    """Masses p_i = exp(scale − λ·(offset + i)·h)·w_i, w ≥ 0 with max 1 (the tilted law, rescaled)."""
+
+    offset: int
+    w: np.ndarray
+    scale: float
+
+
+def _tilt(pmf: LossPmf, h: float, tilt: float) -> _Tilted:
+    log_t = pmf.log_probs + tilt * h * (pmf.offset + np.arange(len(pmf.log_probs)))
+    top = float(np.max(log_t))
+    if not math.isfinite(top):
+        raise AccountingError("hockey-stick lower bound: a leaf has no finite mass")
+    keep = np.nonzero(log_t >= top - LOG_MASS_WINDOW)[0]
+    first, last = int(keep[0]), int(keep[-1])
+    return _Tilted(pmf.offset + first, np.exp(log_t[first:last + 1] - top), top)
+
+
+def _convolve(a: _Tilted, b: _Tilted) -> _Tilted:
+    """Lower bound on the convolution: FFT result minus its certified error, clipped at 0, trimmed, rescaled."""
+    n = len(a.w) + len(b.w) - 1
+    if min(len(a.w), len(b.w)) <= 64:
+        out = np.convolve(a.w, b.w)  # direct sums of non-negative products: relative error ≤ n·u, covered below
+        bound = 2.0 * n * np.finfo(float).eps * out
+    else:
+        out = signal.fftconvolve(a.w, b.w)
+        norms = np.linalg.norm(a.w) * np.sum(b.w) + np.sum(a.w) * np.linalg.norm(b.w)
+        bound = FFT_ERROR_CONSTANT * np.finfo(float).eps * math.log2(max(n, 2)) * norms
+    out = np.maximum(out - bound, 0.0)
+    keep = np.nonzero(out)[0]
+    if len(keep) == 0:
+        raise AccountingError("hockey-stick lower bound: the composition lost all its mass to rounding error")
+    first, last = int(keep[0]), int(keep[-1])
+    out = out[first:last + 1]
+    top = float(out.max())
+    return _Tilted(a.offset + b.offset + first, out / top, a.scale + b.scale + math.log(top))
+
+
+def _power(x: _Tilted, k: int) -> _Tilted:
+    result: _Tilted | None = None
+    while True:
+        if k & 1:
+            result = x if result is None else _convolve(result, x)
+        k >>= 1
+        if not k:
+            assert result is not None
+            return result
+        x = _convolve(x, x)
+
+
+def _delta_at(t: _Tilted, infinity: float, h: float, tilt: float, epsilon: float) -> float:
+    losses = (t.offset + np.arange(len(t.w))) * h
+    above = losses > epsilon
+    with np.errstate(divide="ignore", under="ignore"):
+        log_p = t.scale - tilt * losses[above] + np.log(t.w[above])
+        finite = float(np.sum(np.exp(log_p) * -np.expm1(epsilon - losses[above])))
+    return infinity + finite
+
+
+def _epsilon_of(t: _Tilted, infinity: float, h: float, tilt: float, delta: float) -> float:
+    """sup{ε ≥ 0 : δ_lower(ε) > δ} by bisection (0 when δ_lower(0) ≤ δ); δ_lower is non-increasing in ε."""
+    if infinity > delta:
+        return math.inf
+    # a relative 1e-9 below each computed δ absorbs the float error of the summation itself
+    def exceeds(e: float) -> bool:
+        return _delta_at(t, infinity, h, tilt, e) * (1.0 - 1e-9) > delta
+    if not exceeds(0.0):
+        return 0.0
+    lo, hi = 0.0, (t.offset + len(t.w)) * h
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if exceeds(mid):
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * max(1.0, hi):
+            break
+    return lo
+
+
+def _compose(items: list[tuple[LossPmf, int]], h: float, tilt: float) -> tuple[_Tilted, float]:
+    total: _Tilted | None = None
+    finite = 1.0
+    for pmf, k in items:
+        part = _power(_tilt(pmf, h, tilt), k)
+        total = part if total is None else _convolve(total, part)
+        finite *= (1.0 - pmf.infinity) ** k
+    assert total is not None
+    return total, 1.0 - finite
+
+
+def _tilted_moments(t: _Tilted, h: float) -> tuple[float, float]:
+    losses = (t.offset + np.arange(len(t.w))) * h
+    mass = float(np.sum(t.w))
+    mean = float(np.sum(t.w * losses)) / mass
+    var = float(np.sum(t.w * (losses - mean) ** 2)) / mass
+    return mean, math.sqrt(max(var, h * h))
+
+
+def _direction_items(counts: dict[LeafSpec, int], h: float, tilt: float, direction: int) -> list[tuple[LossPmf, int]]:
+    items = []
+    for spec, k in counts.items():
+        pmfs = leaf_pmfs(spec, h, tilt)
+        if pmfs is not None:
+            items.append((pmfs[direction], k))
+    return items
+
+
+def _find_tilt(counts: dict[LeafSpec, int], delta: float, h: float, direction: int) -> float:
+    """Damped Newton steps on λ at a coarse grid until the tilted composed law is centred (within 3 s.d.) on ε.
+
+    The tilted mean is K'(λ) and its variance K''(λ), K the cumulant generating function of the composed loss, so
+    λ ← λ + (ε − K'(λ))/K''(λ) moves the centre onto ε (the saddle point). Every λ gives a valid bound; the search
+    only makes it tight.
+    """
+    tilt = 1.0
+    for _ in range(TILT_ITERATIONS):
+        composed, infinity = _compose(_direction_items(counts, h, tilt, direction), h, tilt)
+        eps = _epsilon_of(composed, infinity, h, tilt, delta)
+        mean, sd = _tilted_moments(composed, h)
+        if not math.isfinite(eps) or abs(eps - mean) <= 3.0 * sd:
+            break
+        tilt = min(4.0 * tilt + 1.0, max(tilt / 4.0, tilt + (eps - mean) / sd**2))
+    return tilt
+
+
+def models(spec: LeafSpec) -> bool:
+    """Whether :func:`leaf_pmfs` models ``spec`` (else it is left out of the composition)."""
+    if isinstance(spec, (PoissonGaussianSpec, WorGaussianSpec, ApproximateSpec)):
+        return True
+    if isinstance(spec, PureSpec):
+        return spec.laplace_parameter is not None or not spec.bounded_range
+    return (isinstance(spec, DiscreteGaussianSpec) and spec.dimension == 1 and spec.sensitivity.is_integer()
+            and 2 * (math.ceil(GAUSSIAN_SPAN * spec.sigma) + int(spec.sensitivity)) + 1 <= MAX_LEAF_POINTS)
+
+
+def default_interval(applications: int) -> float:
+    """The loss grid for ``applications`` composed applications (:data:`BIAS_TARGET`)."""
+    return min(MAX_INTERVAL, max(MIN_INTERVAL, BIAS_TARGET / max(applications, 1)))
+
+
+def epsilon_lower_bound(counts: dict[LeafSpec, int], delta: float, interval: float | None = None,
+                        tilt: float | None = None) -> LowerBound:
+    """A lower bound on ε at ``delta`` of the composition ``counts`` (module docstring).
+
+    Args:
+        counts: a tally (:func:`dpaudit.accounting.charges.tally`).
+        delta: δ in (0, 1).
+        interval: the loss grid h (None: :func:`default_interval`); the rounding costs at most h·(applications).
+        tilt: the exponential tilt λ ≥ 0; None: found by Newton steps at a coarse grid.
+
+    Raises:
+        InvalidParameter: δ outside (0, 1), a non-positive interval or a negative tilt.
+        AccountingError: the composition lost its mass to rounding (grid far too coarse or fine for the regime).
+    """
+    if not 0 < delta < 1:
+        raise InvalidParameter(f"delta must be in (0, 1), got {delta!r}")
+    if tilt is not None and not tilt >= 0:
+        raise InvalidParameter(f"tilt must be >= 0, got {tilt!r}")
+    modelled_counts = {s: k for s, k in counts.items() if models(s)}
+    if interval is None:
+        interval = default_interval(sum(modelled_counts.values()))
+    if not interval > 0:
+        raise InvalidParameter(f"interval must be positive, got {interval!r}")
+    left_out = sum(counts.values()) - sum(modelled_counts.values())
+    best = LowerBound(0.0, delta, interval, 0.0, sum(modelled_counts.values()), left_out)
+    for direction in ((0, 1) if modelled_counts else ()):
+        lam = _find_tilt(modelled_counts, delta, min(COARSE_INTERVAL, 10.0 * interval), direction) \
+            if tilt is None else tilt
+        composed, infinity = _compose(_direction_items(modelled_counts, interval, lam, direction), interval, lam)
+        eps = _epsilon_of(composed, infinity, interval, lam, delta)
+        if eps > best.epsilon:
+            best = LowerBound(eps, delta, interval, lam, best.modelled, left_out)
+    return best
