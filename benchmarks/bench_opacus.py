@@ -26,8 +26,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from dpaudit import Session
 from dpaudit.data import load_adult
 from dpaudit.mechanisms.randomness import SeededRandom
-from dpaudit_plugins.opacus_training import evaluate, train_private
-from dpaudit_plugins.opacus_training.models import build_model
+from dpaudit.tuning import build_model, evaluate, train_private
 
 BATCH, CLIP, SIGMA, LR, REPEATS = 256, 1.0, 1.0, 2.0, 5
 
@@ -57,7 +56,8 @@ def audited_epoch(initial: dict, X: torch.Tensor, y: torch.Tensor, store: Path) 
     session = Session(epsilon=10.0, delta=1e-5, name="bench-opacus", protected=("adult-train",),
                       rng=SeededRandom(0), store=store, mirror=False)
     t1 = time.perf_counter()
-    result = train_private(session, model, X, y, optimizer="sgd", lr=LR, epochs=1, batch_size=BATCH,
+    result = train_private(session.for_plugin("bench-opacus", "0"), model, X, y, optimizer="sgd", lr=LR, epochs=1,
+                           batch_size=BATCH,
                            max_grad_norm=CLIP, noise_multiplier=SIGMA, label="benchmark")
     t2 = time.perf_counter()
     session.close()

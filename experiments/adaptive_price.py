@@ -34,10 +34,10 @@ from dpaudit.data.adult import TRAIN_NAME
 from dpaudit.demo import BUDGET, COUNT_EPSILON, demo_config
 from dpaudit.events import PrivacyEvent, RepeatAndSelectEvent, compose
 from dpaudit.sensitivity import from_formula
+from dpaudit.tuning import candidate_event, grid_envelope
 from dpaudit_plugins.constant_overhead import FORMULA_ID
 from dpaudit_plugins.constant_overhead.config import ConstantOverheadConfig
 from dpaudit_plugins.naive.plugin import fitted_candidates
-from dpaudit_plugins.opacus_training.candidates import candidate_event, grid_envelope
 from dpaudit_plugins.randtune import dominating_event
 
 
@@ -63,7 +63,7 @@ def side_by_side_events(setup: Setup, n: int, store: str) -> dict[str, list[Priv
     rounds = s.above_threshold_rounds_event(from_formula(FORMULA_ID, "add_remove", k=setup.k),
                                             constant_overhead_epsilon_round(setup, n), max_queries=len(setup.grid),
                                             rounds=setup.t_max)
-    fitted, _ = fitted_candidates(s, setup.grid, n)
+    fitted, _ = fitted_candidates(s.for_plugin("naive", "experiment"), setup.grid, n)
     s.close()
     base = dominating_event([candidate_event(c, n, "one repetition") for c in setup.grid], "one repetition")
     return {

@@ -3,7 +3,7 @@
 SYNTHETIC data, no privacy claim: |S| = 100 utilities drawn uniformly from (0, 1), 10 repeats per setting. The
 loop is the plugin's own :func:`dpaudit_plugins.constant_overhead.loop.run_elastic_loop` with the plugin's own noise
 (:class:`dpaudit.mechanisms.above_threshold.AboveThreshold` calibrated by
-:func:`dpaudit.mechanisms.calibration.calibrate_above_threshold` for sensitivity Δ = 1/k and ϵ per round, i.e.
+:func:`dpaudit.mechanisms.above_threshold.calibrate_above_threshold` for sensitivity Δ = 1/k and ϵ per round, i.e.
 Lap(2/(kϵ)) on the threshold and Lap(4/(kϵ)) on each query), driven by a seeded generator outside any session.
 
 * Figure 4: iterations T versus n = (u* − u₀)/g with u* = max_s u_s, u₀ = 0 and g = u*/n for
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dpaudit.mechanisms.above_threshold import AboveThreshold
-from dpaudit.mechanisms.calibration import calibrate_above_threshold, default_grid
+from dpaudit.mechanisms.above_threshold import AboveThreshold, calibrate_above_threshold
+from dpaudit.mechanisms.grid import default_grid
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit_plugins.constant_overhead.loop import LoopResult, run_elastic_loop
 from dpaudit_plugins.constant_overhead.proposers import GridProposer

@@ -41,6 +41,7 @@ import torch
 
 from dpaudit import Session
 from dpaudit.data.adult import load_adult
+from dpaudit.data.catalog import TEST_NAME, load
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.trust import KeyTrust
 from dpaudit.verify import verify_bundle
@@ -51,7 +52,7 @@ from dpaudit_plugins.kusner_bo.erm import clip_to_unit_ball, fit_logistic, signe
 from dpaudit_plugins.kusner_bo.gp import GpPosterior, gp_ucb
 from dpaudit_plugins.kusner_bo.losses import get_loss, validation_score
 from dpaudit_plugins.kusner_bo.plugin import TRAINING_NAME, VALIDATION_NAME, build_task
-from dpaudit_plugins.kusner_bo.tasks import SgdTask, accuracy
+from dpaudit_plugins.kusner_bo.tasks import SgdTask, accuracy, adult_split
 from dpaudit_plugins.kusner_bo.validation_set import fixed_size
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "experiments"
@@ -112,7 +113,10 @@ def gp_reference(algorithm: int) -> GpReference:
     cfg = parse_config(gp_config(algorithm, 1.0))
     if not isinstance(cfg, GpConfig):
         raise SystemExit(f"algorithm {algorithm} did not parse to a GpConfig")
-    task = build_task(cfg, "cpu")
+    split = adult_split(load(TRAINING_NAME, {"rows": cfg.train_rows}),
+                        load(VALIDATION_NAME, {"offset": cfg.train_rows, "rows": cfg.validation_rows}),
+                        load(TEST_NAME, {}))  # outside any session: the experiment's own non-private reference
+    task = build_task(cfg, "cpu", split)
     s = task.split
     n = len(task.space.points)
     if isinstance(task, SgdTask):

@@ -41,11 +41,11 @@ from dpaudit.events import RepeatAndSelectEvent
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.sensitivity import from_formula
 from dpaudit.trust import KeyTrust
+from dpaudit.tuning import Candidate, candidate_event, grid_envelope
 from dpaudit.verify import verify_bundle
 from dpaudit_plugins.constant_overhead import FORMULA_ID
 from dpaudit_plugins.constant_overhead import PLUGIN as CONSTANT_OVERHEAD
 from dpaudit_plugins.naive import PLUGIN as NAIVE
-from dpaudit_plugins.opacus_training.candidates import Candidate, candidate_event, grid_envelope
 from dpaudit_plugins.randtune import PLUGIN as RANDTUNE
 from dpaudit_plugins.randtune import dominating_event
 

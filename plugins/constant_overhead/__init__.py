@@ -5,8 +5,8 @@ Exposes :data:`PLUGIN` (entry point ``dpaudit.plugins: constant-overhead``) and 
 record-keyed partitions, the aggregated utility and its sensitivity formula, the elastic loop and the proposers.
 """
 
-from dpaudit.data.adult import TRAIN_NAME
 from dpaudit.registry import Plugin
+from dpaudit.tuning import TUNING_PROTECTED, TUNING_PUBLIC, Candidate
 from dpaudit_plugins.constant_overhead.candidates import default_grid
 from dpaudit_plugins.constant_overhead.config import ConstantOverheadConfig
 from dpaudit_plugins.constant_overhead.loop import Iteration, LoopResult, LoopState, Proposer, advance, run_elastic_loop
@@ -16,10 +16,9 @@ from dpaudit_plugins.constant_overhead.partition import (
                     partition_members,
                     partition_of,
 )
-from dpaudit_plugins.constant_overhead.plugin import FINAL_TEST_NAME, PLUGIN_NAME, VALIDATION_NAME, VERSION, run
+from dpaudit_plugins.constant_overhead.plugin import PLUGIN_NAME, VERSION, run
 from dpaudit_plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
 from dpaudit_plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities, aggregate_utility
-from dpaudit_plugins.opacus_training.candidates import Candidate
 
 SMOKE_CANDIDATES = [{"lr": lr, "max_grad_norm": 1.0, "noise_multiplier": 1.0, "epochs": 1, "batch_size": 64}
                     for lr in (0.5, 2.0, 8.0)]
@@ -35,8 +34,8 @@ PLUGIN = Plugin(
     run=run,
     smoke_config={"candidates": SMOKE_CANDIDATES, "k": 4, "epsilon_round": 0.5, "t_max": 3, "u0": 0.5,
                   "granularity": 0.1, "train_rows": 2000, "test_rows": 1000},
-    protected=(TRAIN_NAME,),
-    public=(VALIDATION_NAME, FINAL_TEST_NAME),
+    protected=TUNING_PROTECTED,
+    public=TUNING_PUBLIC,
 )
 
 __all__ = [

@@ -1,13 +1,13 @@
 """The constant-overhead tuner's default grid, the candidate-set check and the local perturbation.
 
-Candidates are :class:`~dpaudit_plugins.opacus_training.candidates.Candidate` (lr, C, σ, epochs, B), the type every
+Candidates are :class:`~dpaudit.tuning.candidates.Candidate` (lr, C, σ, epochs, B), the type every
 tuning plugin shares. The tuner compares candidates through their partition-model utilities (Ding et al. 2023, Alg. 1
 l. 2-11) and trains the selected one with DP-SGD on the full training set (Alg. 1 l. 35).
 
 Candidates may differ in every field, σ, epochs and B included. The final DP-SGD run's privacy parameters must
 nevertheless be fixed before the selection (the certificate's "privacy parameters fixed in advance"; fully adaptive
 composition would need privacy filters, Rogers, Roth, Ullman & Vadhan 2016), so the plugin charges, before any data is
-used, the grid's envelope (:func:`~dpaudit_plugins.opacus_training.candidates.grid_envelope`: largest q, smallest σ,
+used, the grid's envelope (:func:`~dpaudit.tuning.candidates.grid_envelope`: largest q, smallest σ,
 most steps), which dominates every candidate parameter-wise, and trains the selected candidate under that charge
 (docs/accounting.md, "Envelope charges"). :func:`perturb` moves only lr and C, so a candidate proposed by the local
 proposer keeps the (σ, epochs, B) of a grid candidate and stays under the envelope.
@@ -21,8 +21,8 @@ from dataclasses import replace
 import numpy as np
 
 from dpaudit.errors import InvalidParameter
+from dpaudit.tuning import Candidate
 from dpaudit.validation import check_positive
-from dpaudit_plugins.opacus_training.candidates import Candidate
 
 #: learning rates and clipping norms of the default grid (5 × 4 = 20 candidates)
 DEFAULT_LRS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)

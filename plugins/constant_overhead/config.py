@@ -7,11 +7,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from dpaudit.errors import InvalidParameter
+from dpaudit.tuning import DEFAULTS, Candidate, ModelOptions
 from dpaudit.validation import check_count, check_epsilon, check_known_keys, check_positive
 from dpaudit_plugins.constant_overhead.candidates import check_candidate_set, default_grid
 from dpaudit_plugins.constant_overhead.partition_training import MODES
-from dpaudit_plugins.opacus_training.candidates import Candidate
-from dpaudit_plugins.opacus_training.models import MODEL_KINDS
 
 PROPOSERS = ("grid", "local")
 DATA_SETS = ("adult",)
@@ -34,7 +33,8 @@ class ConstantOverheadConfig:
         proposer_batch: candidates per batch of the local proposer once something has passed.
         proposer_scale: log-normal scale of the local proposer's perturbations.
         fallback: index in ``candidates`` of the candidate trained if nothing passes (fixed in advance).
-        model, hidden: model family for partition models and the final model.
+        model, hidden: model family for partition models and the final model (defaults: the tuning kit's
+            :data:`dpaudit.tuning.DEFAULTS`).
         data: the data set (``"adult"``).
         train_rows: keep only training records with id below this (None: all).
         test_rows: keep only the first public test records (None: all); split into validation and final test halves.
@@ -51,11 +51,11 @@ class ConstantOverheadConfig:
     proposer_batch: int = 8
     proposer_scale: float = 0.5
     fallback: int = 0
-    model: str = "logreg"
-    hidden: int = 16
+    model: str = DEFAULTS.model
+    hidden: int = DEFAULTS.hidden
     data: str = "adult"
-    train_rows: int | None = None
-    test_rows: int | None = None
+    train_rows: int | None = DEFAULTS.train_rows
+    test_rows: int | None = DEFAULTS.test_rows
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "candidates", check_candidate_set(self.candidates))
@@ -67,21 +67,17 @@ class ConstantOverheadConfig:
         if not 0.0 < check_positive("granularity", self.granularity) < 1.0:
             raise InvalidParameter(f"granularity must lie in (0, 1), got {self.granularity!r}")
         for name, value, allowed in (("partition_training", self.partition_training, MODES),
-                                     ("proposer", self.proposer, PROPOSERS), ("model", self.model, MODEL_KINDS),
+                                     ("proposer", self.proposer, PROPOSERS),
                                      ("data", self.data, DATA_SETS)):
             if value not in allowed:
                 raise InvalidParameter(f"{name} must be one of {allowed}, got {value!r}")
         check_count("proposer_batch", self.proposer_batch, minimum=2)
         check_positive("proposer_scale", self.proposer_scale)
-        check_count("hidden", self.hidden)
+        ModelOptions(model=self.model, hidden=self.hidden, train_rows=self.train_rows, test_rows=self.test_rows)
         if isinstance(self.fallback, bool) or not isinstance(self.fallback, int) or not (
                 0 <= self.fallback < len(self.candidates)):
             raise InvalidParameter(f"fallback must index the candidates (0..{len(self.candidates) - 1}), "
                                    f"got {self.fallback!r}")
-        for name in ("train_rows", "test_rows"):
-            value = getattr(self, name)
-            if value is not None:
-                check_count(name, value, minimum=2 if name == "test_rows" else 1)
 
     @property
     def max_batch(self) -> int:

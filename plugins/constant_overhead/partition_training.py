@@ -28,8 +28,7 @@ from opacus import GradSampleModule
 from torch import nn
 
 from dpaudit.errors import InvalidParameter
-from dpaudit_plugins.opacus_training.candidates import Candidate
-from dpaudit_plugins.opacus_training.models import build_model
+from dpaudit.tuning import Candidate, seeded_model
 
 MODES = ("train", "privtrain")
 
@@ -78,7 +77,7 @@ def train_partition_model(X: np.ndarray | torch.Tensor, y: np.ndarray | torch.Te
         X, y: the partition's records ordered by record id (may be empty).
         candidate: the hyperparameters.
         mode: ``"train"`` or ``"privtrain"``.
-        model_kind, hidden: the model family (``dpaudit_plugins.opacus_training.models.build_model``).
+        model_kind, hidden: the model family (``dpaudit.tuning.models.build_model``).
         n_features: input dimension (public).
         seed: the only source of randomness (initialisation, shuffles or Poisson draws, noise).
 
@@ -92,9 +91,7 @@ def train_partition_model(X: np.ndarray | torch.Tensor, y: np.ndarray | torch.Te
     if len(Xt) != len(yt):
         raise InvalidParameter("X and y of a partition must have the same length")
     generator = torch.Generator().manual_seed(seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = build_model(model_kind, n_features, hidden)
+    model = seeded_model(model_kind, n_features, hidden, seed)
     gsm = GradSampleModule(model, batch_first=True, loss_reduction="sum", strict=True)
     n, B = len(yt), candidate.batch_size
     noise_std = candidate.noise_multiplier * candidate.max_grad_norm

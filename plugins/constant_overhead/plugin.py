@@ -7,14 +7,14 @@ Order of operations (docs/plugins/constant-overhead.md):
 2. data-independent randomness from ``session.rng``: the partition key, the partition-model seed, the proposer's
    seed and the final model's initialisation seed;
 3. the charges, before any record is used (only the public training-set size n is read): first the final training's
-   envelope (:func:`~dpaudit_plugins.opacus_training.candidates.grid_envelope` of the grid on n records: largest q,
+   envelope (:func:`~dpaudit.tuning.candidates.grid_envelope` of the grid on n records: largest q,
    smallest σ, most steps), then ONE charge for ``t_max`` AboveThreshold rounds (ϵ each, sensitivity 1/k); both are
    checked together with ``Session.check_affordable`` first, so a session that cannot pay for both refuses before
    charging either;
 4. partitions by keyed hash of the record id; the utilities u_s of the grid (Alg. 1 l. 1-11);
 5. the elastic loop (l. 12-34), at most ``t_max`` rounds; the realised T is recorded as information;
 6. DP-SGD on the full training set with the selected candidate (or the fallback, if nothing passed) through
-   ``dpaudit_plugins.opacus_training.train_private`` under the envelope charge, which dominates the selected candidate's
+   :func:`dpaudit.tuning.train_private` under the envelope charge, which dominates the selected candidate's
    run parameter-wise (docs/accounting.md, "Envelope charges"), so the final training's privacy parameters are
    fixed before the selection;
 7. accuracy of the final model on the public final-test half.
@@ -26,11 +26,22 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from dpaudit.data.adult import TRAIN_NAME, load_adult
-from dpaudit.errors import PluginError
-from dpaudit.sensitivity import Neighbouring, from_formula
+from dpaudit.data.catalog import FINAL_TEST_NAME, TRAIN_NAME, VALIDATION_NAME
+from dpaudit.sensitivity import from_formula
+from dpaudit.tuning import (
+    MECHANISMS,
+    TUNING_PROTECTED,
+    TUNING_PUBLIC,
+    Candidate,
+    draw_seed,
+    evaluate,
+    grid_envelope,
+    require_data,
+    seeded_model,
+    train_private,
+    tuning_data,
+)
 from dpaudit_plugins.constant_overhead.config import ConstantOverheadConfig
 from dpaudit_plugins.constant_overhead.loop import LoopResult, run_elastic_loop
 from dpaudit_plugins.constant_overhead.partition import (
@@ -42,36 +53,12 @@ from dpaudit_plugins.constant_overhead.partition import (
 from dpaudit_plugins.constant_overhead.partition_training import accuracy, as_float_tensor, train_partition_model
 from dpaudit_plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
 from dpaudit_plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities
-from dpaudit_plugins.opacus_training import evaluate, train_private
-from dpaudit_plugins.opacus_training.candidates import (
-    FINAL_TEST_NAME,
-    VALIDATION_NAME,
-    Candidate,
-    grid_envelope,
-    split_public,
-)
-from dpaudit_plugins.opacus_training.models import build_model
-from dpaudit_plugins.opacus_training.training import MECHANISMS
 
 if TYPE_CHECKING:
     from dpaudit.session import Session
 
 PLUGIN_NAME = "constant-overhead"
 VERSION = "0.1.0"
-_SEED_RANGE = 2**63
-
-
-def _check_session(session: Session) -> None:
-    if TRAIN_NAME not in session.protected:
-        raise PluginError(f"{PLUGIN_NAME} tunes and trains on {TRAIN_NAME!r}; open the Session with it in "
-                          f"protected= (got {session.protected})")
-    missing = [name for name in (VALIDATION_NAME, FINAL_TEST_NAME) if name not in session.public]
-    if missing:
-        raise PluginError(f"{PLUGIN_NAME} uses public data {missing}; list them in the Session's public= so that the "
-                          "certificate names them")
-    if Neighbouring(session.neighbouring) is not Neighbouring.ADD_REMOVE:
-        raise PluginError(f"{PLUGIN_NAME} ends in DP-SGD, which is analysed under add/remove neighbours; the session "
-                          f"uses {Neighbouring(session.neighbouring).value}")
 
 
 def _iteration_info(result: LoopResult[Candidate]) -> list[dict[str, Any]]:
@@ -98,22 +85,22 @@ def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
             (nothing is computed).
     """
     cfg = ConstantOverheadConfig.from_mapping(config)
-    _check_session(session)
-    session.register_plugin(PLUGIN_NAME, VERSION)
+    view = session.for_plugin(PLUGIN_NAME, VERSION)
+    require_data(view, protected=TUNING_PROTECTED, public=TUNING_PUBLIC, add_remove=True)
 
-    key = draw_partition_key(session.rng)
-    partition_seed, proposer_seed, init_seed = (session.rng.randbelow(_SEED_RANGE) for _ in range(3))
-    data = load_adult(train_rows=cfg.train_rows, test_rows=cfg.test_rows)
+    key = draw_partition_key(view.rng)
+    partition_seed, proposer_seed, init_seed = (draw_seed(view.rng) for _ in range(3))
+    data = tuning_data(view, cfg.train_rows, cfg.test_rows)
     training_label = f"DP-SGD {cfg.model} on {TRAIN_NAME} with the selected hyperparameters (the grid's envelope)"
     training_event = grid_envelope(cfg.candidates, len(data.y_train), training_label)
-    sensitivity = from_formula(FORMULA_ID, session.neighbouring, k=cfg.k)
+    sensitivity = from_formula(FORMULA_ID, view.neighbouring, k=cfg.k)
     rounds_label = f"elastic AboveThreshold over partition-average utilities (Ding et al. 2023, Alg. 1), k={cfg.k}"
-    session.check_affordable([training_event, session.above_threshold_rounds_event(
+    view.check_affordable([training_event, view.above_threshold_rounds_event(
         sensitivity, cfg.epsilon_round, max_queries=cfg.max_batch, rounds=cfg.t_max, label=rounds_label)])
-    envelope = session.charge(training_event, plugin=PLUGIN_NAME, mechanism=MECHANISMS["sgd"])
-    rounds = session.above_threshold_rounds(sensitivity, cfg.epsilon_round, max_queries=cfg.max_batch,
-                                            rounds=cfg.t_max, plugin=PLUGIN_NAME, label=rounds_label)
-    session.record_info(PLUGIN_NAME, {
+    envelope = view.charge(training_event, mechanism=MECHANISMS["sgd"])
+    rounds = view.above_threshold_rounds(sensitivity, cfg.epsilon_round, max_queries=cfg.max_batch,
+                                         rounds=cfg.t_max, label=rounds_label)
+    view.record_info({
         "charge_seq": rounds.charge.seq, "training_charge_seq": envelope.seq, "t_max": cfg.t_max,
         "epsilon_round": cfg.epsilon_round, "k": cfg.k,
         "u0": cfg.u0, "granularity": cfg.granularity, "partition_training": cfg.partition_training,
@@ -122,8 +109,8 @@ def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
         "validation_data": VALIDATION_NAME, "final_test_data": FINAL_TEST_NAME,
     })
 
-    X_val, y_val, X_test, y_test = split_public(data)
-    V_X, V_y = as_float_tensor(X_val), as_float_tensor(y_val)
+    X_test, y_test = data.X_test, data.y_test
+    V_X, V_y = as_float_tensor(data.X_val), as_float_tensor(data.y_val)
     n_features = data.X_train.shape[1]
     members = partition_members(assign_partitions(key, data.record_ids, cfg.k), data.record_ids, cfg.k)
 
@@ -141,21 +128,19 @@ def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
     result = run_elastic_loop(proposer, utilities, rounds.next_round, u0=cfg.u0, g=cfg.granularity,
                               t_max=cfg.t_max, max_batch=cfg.max_batch)
     chosen = result.selected if result.selected is not None else cfg.fallback_candidate
-    session.record_info(PLUGIN_NAME, {
+    view.record_info({
         "realised_iterations": result.realised_iterations, "charged_iterations": cfg.t_max,
         "stopped_by": result.stopped_by, "selected": chosen.to_dict(), "fallback_used": result.selected is None,
         "iterations": _iteration_info(result), "utilities_computed": utilities.computed(),
         "note": "information only: the charge covers t_max rounds whatever the realised count",
     })
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(init_seed)
-        model = build_model(cfg.model, n_features, cfg.hidden)
+    model = seeded_model(cfg.model, n_features, cfg.hidden, init_seed)
     trained = train_private(
-        session, model, data.X_train, data.y_train, optimizer="sgd", lr=chosen.lr, epochs=chosen.epochs,
+        view, model, data.X_train, data.y_train, optimizer="sgd", lr=chosen.lr, epochs=chosen.epochs,
         batch_size=chosen.batch_size, max_grad_norm=chosen.max_grad_norm, noise_multiplier=chosen.noise_multiplier,
         label=training_label, public_eval=(X_test, y_test), charge=envelope)
-    metrics = evaluate(trained.model, X_test, y_test, session.device)
+    metrics = evaluate(trained.model, X_test, y_test, view.device)
     return {
         "selected": chosen.to_dict(),
         "fallback_used": result.selected is None,

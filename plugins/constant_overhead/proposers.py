@@ -18,10 +18,10 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from dpaudit.errors import InvalidParameter
+from dpaudit.tuning import Candidate
 from dpaudit.validation import check_count, check_positive
 from dpaudit_plugins.constant_overhead.candidates import perturb
 from dpaudit_plugins.constant_overhead.loop import Iteration
-from dpaudit_plugins.opacus_training.candidates import Candidate
 
 #: draws per requested perturbation before giving up on finding new distinct candidates
 _MAX_DRAWS = 20

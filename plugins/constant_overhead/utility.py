@@ -25,13 +25,12 @@ import numpy as np
 from dpaudit import canonical
 from dpaudit.errors import AccountingError, InvalidParameter
 from dpaudit.sensitivity import Formula, Neighbouring, Norm, register_formula
+from dpaudit.tuning import SEED_RANGE, Candidate
 from dpaudit.validation import check_count
-from dpaudit_plugins.opacus_training.candidates import Candidate
 
 FORMULA_ID = "partition_average_utility"
 SOURCE = ("Ding, Wu, Xu & Pan 2023 (Constant-overhead differentially private hyperparameter tuning), Alg. 1 "
           "l. 2-11, Lemma 2 (add/remove: 1/k); replace-one: 2/k (the replacement may fall in another partition)")
-_SEED_RANGE = 2**63
 
 
 def partition_average_sensitivity(inputs: Mapping[str, Any], neighbouring: Neighbouring) -> float:
@@ -62,7 +61,7 @@ def aggregate_utility(accuracies: Iterable[float]) -> float:
 def derive_seed(base_seed: int, candidate: Candidate, partition: int) -> int:
     """The seed of one partition model: SHA-256 of (base seed, candidate, partition index), public inputs only."""
     blob = canonical.encode({"base": base_seed, "candidate": candidate.to_dict(), "partition": partition})
-    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") % _SEED_RANGE
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") % SEED_RANGE
 
 
 #: (partition X, partition y, candidate, seed) -> accuracy on the validation set

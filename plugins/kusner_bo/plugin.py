@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from dpaudit.data.adult import load_adult
-from dpaudit.errors import PluginError
+from dpaudit.data.access import require_data
+from dpaudit.data.catalog import SLICE_TRAINING_NAME, SLICE_VALIDATION_NAME
+from dpaudit.tuning.seeds import draw_seed
 from dpaudit_plugins.kusner_bo.algorithm3 import gp_ucb_proposer, run_algorithm3
 from dpaudit_plugins.kusner_bo.config import Algorithm3Config, GpConfig, parse_config
 from dpaudit_plugins.kusner_bo.gp_algorithms import (
@@ -27,45 +28,49 @@ from dpaudit_plugins.kusner_bo.gp_algorithms import (
 )
 from dpaudit_plugins.kusner_bo.gp_sensitivity import public_constants
 from dpaudit_plugins.kusner_bo.losses import get_loss
-from dpaudit_plugins.kusner_bo.tasks import SgdTask, ThresholdTask, adult_split
+from dpaudit_plugins.kusner_bo.tasks import AdultSplit, SgdTask, ThresholdTask, adult_split
 
 if TYPE_CHECKING:
+    from dpaudit.data.catalog import DataSet
+    from dpaudit.plugin_session import PluginSession
     from dpaudit.session import Session
 
 PLUGIN_NAME = "kusner-bo"
 VERSION = "0.2.0"
-VALIDATION_NAME = "adult-validation (protected)"
-TRAINING_NAME = "adult-train-public (training part of kusner-bo, public)"
-#: SGD orders are drawn below this bound from the session's randomness
-_SEED_BOUND = 2**62
+VALIDATION_NAME = SLICE_VALIDATION_NAME
+TRAINING_NAME = SLICE_TRAINING_NAME
 
 
 def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
     """Run the configured algorithm and return its public results.
 
     Raises:
-        PluginError: the session does not protect :data:`VALIDATION_NAME`.
+        PluginError: the session does not protect :data:`VALIDATION_NAME` or list :data:`TRAINING_NAME` as public.
         InvalidParameter: a bad configuration.
         BudgetExceeded: the releases do not fit the budget (checked before any evaluation).
     """
     cfg = parse_config(config)
-    if VALIDATION_NAME not in session.protected:
-        raise PluginError(f"{PLUGIN_NAME} protects {VALIDATION_NAME!r}; open the Session with it in protected= "
-                          f"(got {session.protected})")
-    session.register_plugin(PLUGIN_NAME, VERSION)
+    view = session.for_plugin(PLUGIN_NAME, VERSION)
+    require_data(view, protected=(VALIDATION_NAME,), public=(TRAINING_NAME,))
     if isinstance(cfg, Algorithm3Config):
-        return _run_algorithm3(session, cfg)
-    return _run_gp(session, cfg)
+        return _run_algorithm3(view, cfg)
+    return _run_gp(view, cfg)
 
 
-def _run_algorithm3(session: Session, cfg: Algorithm3Config) -> dict[str, Any]:
-    data = load_adult(train_rows=cfg.train_rows + cfg.validation_rows, test_rows=1)
-    public = data.record_ids < cfg.train_rows
+def read_split(session: PluginSession, train_rows: int, validation_rows: int) -> tuple[DataSet, DataSet]:
+    """The public training records (ids below ``train_rows``) and the protected validation records (the next
+    ``validation_rows`` ids), through the session."""
+    return (session.data(TRAINING_NAME, rows=train_rows),
+            session.data(VALIDATION_NAME, offset=train_rows, rows=validation_rows))
+
+
+def _run_algorithm3(session: PluginSession, cfg: Algorithm3Config) -> dict[str, Any]:
+    train, validation = read_split(session, cfg.train_rows, cfg.validation_rows)
     loss = get_loss(cfg.loss)
     proposer = gp_ucb_proposer(cfg.lambdas, session.device) if cfg.proposer == "gp-ucb" else None
-    release = run_algorithm3(session, data.X_train[public], data.y_train[public], data.X_train[~public],
-                             data.y_train[~public], cfg.lambdas, loss=loss, epsilon=cfg.epsilon, T=cfg.T,
-                             validation_size=cfg.validation_size, solver_tolerance=cfg.solver_tolerance,
+    release = run_algorithm3(session, train.X, train.y, validation.X, validation.y, cfg.lambdas, loss=loss,
+                             epsilon=cfg.epsilon, T=cfg.T, validation_size=cfg.validation_size,
+                             solver_tolerance=cfg.solver_tolerance,
                              proposer=proposer)
     return {"algorithm": 3, "released_best_validation_score": release.value, "epsilon": release.epsilon,
             "sensitivity": release.sensitivity.value, "loss": loss.name, "lambdas": list(cfg.lambdas), "T": cfg.T,
@@ -73,17 +78,16 @@ def _run_algorithm3(session: Session, cfg: Algorithm3Config) -> dict[str, Any]:
             "guarantee": "unconditional pure ε-DP for the validation set; the training set is public"}
 
 
-def build_task(cfg: GpConfig, device: object) -> SgdTask | ThresholdTask:
-    """The configured Adult task (public: the grid and the training split)."""
-    split = adult_split(cfg.train_rows, cfg.validation_rows)
+def build_task(cfg: GpConfig, device: object, split: AdultSplit) -> SgdTask | ThresholdTask:
+    """The configured Adult task on ``split`` (public: the grid and the training split)."""
     if cfg.algorithm == 1:
         return SgdTask.build(split, (*cfg.log10_learning_rate, cfg.grid_points), (*cfg.log10_lambda, cfg.grid_points),
                              batch_size=cfg.batch_size, epochs=cfg.epochs, device=device)
     return ThresholdTask.build(split, (*cfg.log10_lambda, cfg.grid_points), (*cfg.threshold, cfg.grid_points))
 
 
-def _run_gp(session: Session, cfg: GpConfig) -> dict[str, Any]:
-    task = build_task(cfg, session.device)
+def _run_gp(session: PluginSession, cfg: GpConfig) -> dict[str, Any]:
+    task = build_task(cfg, session.device, adult_split(*read_split(session, cfg.train_rows, cfg.validation_rows)))
     split = task.split
     model = GpModel(cfg.kernel, cfg.k1, cfg.gain)
 
@@ -94,7 +98,7 @@ def _run_gp(session: Session, cfg: GpConfig) -> dict[str, Any]:
         observations: NoisyObservations | ExactObservations = NoisyObservations(cfg.sigma)
 
         def objective(i: int) -> float:  # a fresh SGD order per evaluation: the observation noise
-            return gain(task.evaluate(i, split.X_val, split.y_val, seed=session.rng.randbelow(_SEED_BOUND)))
+            return gain(task.evaluate(i, split.X_val, split.y_val, seed=draw_seed(session.rng)))
     else:
         observations = ExactObservations(cfg.A, cfg.tau)
 
@@ -103,7 +107,7 @@ def _run_gp(session: Session, cfg: GpConfig) -> dict[str, Any]:
 
     coordinates = task.space.coordinates
     constants = public_constants(model, observations, coordinates, cfg.T, cfg.delta)
-    session.record_info(PLUGIN_NAME, {"algorithm": cfg.algorithm, "constants": constants,
+    session.record_info({"algorithm": cfg.algorithm, "constants": constants,
                                       "candidates": len(coordinates), "gain": cfg.gain})
     release = run_gp_algorithm(session, objective, coordinates, model=model, observations=observations, T=cfg.T,
                                epsilon=cfg.epsilon, delta=cfg.delta)

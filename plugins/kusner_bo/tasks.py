@@ -20,7 +20,7 @@ from functools import cached_property
 
 import numpy as np
 
-from dpaudit.data.adult import load_adult
+from dpaudit.data.catalog import DataSet
 from dpaudit.errors import InvalidParameter
 from dpaudit.validation import check_count, check_positive
 from dpaudit_plugins.kusner_bo.erm import clip_to_unit_ball, fit_logistic
@@ -31,25 +31,25 @@ SOLVER_TOLERANCE = 1e-8
 @dataclass(frozen=True)
 class AdultSplit:
     """Adult ``adult.data`` split by record id: ids < ``train_rows`` public training, the next ``validation_rows``
-    ids protected validation (a record's own key decides, so neighbouring data sets keep the split); the public
-    ``adult.test`` records are the test set. Rows are scaled into the unit ball."""
+    ids protected validation (a record's own key decides, so neighbouring data sets keep the split); optionally a
+    public test set (the experiments use ``adult.test``; the plugin has none). Rows are scaled into the unit ball."""
 
     X_train: np.ndarray
     y_train: np.ndarray
     X_val: np.ndarray
     y_val: np.ndarray
-    X_test: np.ndarray
-    y_test: np.ndarray
+    X_test: np.ndarray | None = None
+    y_test: np.ndarray | None = None
 
 
-def adult_split(train_rows: int, validation_rows: int) -> AdultSplit:
-    """Load Adult and split it (see :class:`AdultSplit`)."""
-    n_train, n_val = check_count("train_rows", train_rows), check_count("validation_rows", validation_rows)
-    data = load_adult(train_rows=n_train + n_val)
-    public = data.record_ids < n_train
-    return AdultSplit(clip_to_unit_ball(data.X_train[public]), np.asarray(data.y_train[public], dtype=np.float64),
-                      clip_to_unit_ball(data.X_train[~public]), np.asarray(data.y_train[~public], dtype=np.float64),
-                      clip_to_unit_ball(data.X_test), np.asarray(data.y_test, dtype=np.float64))
+def _scaled(data: DataSet) -> tuple[np.ndarray, np.ndarray]:
+    return clip_to_unit_ball(data.X), np.asarray(data.y, dtype=np.float64)
+
+
+def adult_split(train: DataSet, validation: DataSet, test: DataSet | None = None) -> AdultSplit:
+    """The split of data sets obtained through the session (the catalog's kusner-bo slices of ``adult.data``)."""
+    test_part = _scaled(test) if test is not None else (None, None)
+    return AdultSplit(*_scaled(train), *_scaled(validation), *test_part)
 
 
 def grid_axis(lo: float, hi: float, n: int) -> np.ndarray:

@@ -3,11 +3,10 @@
 Exposes :data:`PLUGIN` (entry point ``dpaudit.plugins: naive``) and the Python API :func:`tune`.
 """
 
-from dpaudit.data.adult import TRAIN_NAME
 from dpaudit.registry import Plugin
+from dpaudit.tuning import TUNING_PROTECTED, TUNING_PUBLIC
 from dpaudit_plugins.naive.config import NaiveConfig
 from dpaudit_plugins.naive.plugin import PLUGIN_NAME, VERSION, NaiveOutcome, composition_bounds, run, tune
-from dpaudit_plugins.opacus_training.candidates import FINAL_TEST_NAME, VALIDATION_NAME
 
 PLUGIN = Plugin(
     name=PLUGIN_NAME,
@@ -25,8 +24,8 @@ PLUGIN = Plugin(
         ],
         "train_rows": 2000, "test_rows": 1000,
     },
-    protected=(TRAIN_NAME,),
-    public=(VALIDATION_NAME, FINAL_TEST_NAME),
+    protected=TUNING_PROTECTED,
+    public=TUNING_PUBLIC,
 )
 
 __all__ = ["PLUGIN", "NaiveConfig", "NaiveOutcome", "composition_bounds", "tune"]

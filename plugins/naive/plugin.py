@@ -1,7 +1,7 @@
 """The ``naive`` plugin: train every candidate with DP-SGD, release the best by public validation accuracy.
 
 The baseline of private hyperparameter selection (Ding et al., Table 1 "Naive"): each candidate's training is
-charged on its own (:func:`~dpaudit_plugins.opacus_training.training.train_private`), so the total is the adaptive
+charged on its own (:func:`~dpaudit.tuning.training.train_private`), so the total is the adaptive
 composition of all of them, bounded by the session's accountant (by default the tightest of RDP, PLD, advanced and
 basic composition that applies). Every trained model is released (its digest and its public validation accuracy),
 so selecting among them on public data is post-processing and costs nothing more (docs/plugins/naive.md).
@@ -18,24 +18,15 @@ from torch import nn
 
 from dpaudit.accounting import get_accountant
 from dpaudit.accounting.tightest import MEMBERS
-from dpaudit.data.adult import TRAIN_NAME
+from dpaudit.data.catalog import FINAL_TEST_NAME, TRAIN_NAME, VALIDATION_NAME
 from dpaudit.errors import AccountingError, PluginError, UnsupportedEvent
 from dpaudit.events import PrivacyEvent, compose
+from dpaudit.tuning import MECHANISMS, Candidate, accuracy, candidate_event, train_candidate, tuning_data
 from dpaudit_plugins.naive.config import NaiveConfig
 from dpaudit_plugins.naive.noise_scale import noise_factor
-from dpaudit_plugins.opacus_training.candidates import (
-    FINAL_TEST_NAME,
-    VALIDATION_NAME,
-    Candidate,
-    accuracy,
-    candidate_event,
-    require_protected_train,
-    train_candidate,
-    tuning_data,
-)
-from dpaudit_plugins.opacus_training.training import MECHANISMS
 
 if TYPE_CHECKING:
+    from dpaudit.plugin_session import PluginSession
     from dpaudit.session import Session
 
 PLUGIN_NAME = "naive"
@@ -64,7 +55,7 @@ def composition_bounds(events: list[PrivacyEvent], delta: float) -> dict[str, fl
     return out
 
 
-def fitted_candidates(session: Session, candidates: tuple[Candidate, ...],
+def fitted_candidates(session: PluginSession, candidates: tuple[Candidate, ...],
                       dataset_size: int) -> tuple[tuple[Candidate, ...], float]:
     """The grid with every σ multiplied by the common factor that fits the session budget (``fit_budget``).
 
@@ -80,7 +71,7 @@ def fitted_candidates(session: Session, candidates: tuple[Candidate, ...],
     events = [candidate_event(c, dataset_size, "fit") for c in candidates]
     factor = noise_factor(events, epsilon * (1.0 - _MARGIN), delta)
     fitted = tuple(replace(c, noise_multiplier=c.noise_multiplier * factor) for c in candidates)
-    session.record_info(PLUGIN_NAME, {"noise_factor": factor, "budget_split": "every sigma times one common factor, "
+    session.record_info({"noise_factor": factor, "budget_split": "every sigma times one common factor, "
                                       "by bisection on public parameters so that the composition fits the budget",
                                       "candidates": [c.to_dict() for c in fitted]})
     return fitted, factor
@@ -91,37 +82,37 @@ def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
 
     Raises:
         InvalidParameter: a bad configuration; with ``fit_budget``, no noise factor fits.
-        PluginError: the session does not protect ``adult-train``; ``fit_budget`` in a session that already spent.
+        PluginError: the session does not protect ``adult-train`` or does not list both public halves of the
+            Adult test split; ``fit_budget`` in a session that already spent.
         BudgetExceeded: the session cannot pay for every candidate (checked before the first training: nothing is
             charged or trained).
     """
     start = time.perf_counter()
     cfg = NaiveConfig.from_mapping(config)
-    require_protected_train(session, PLUGIN_NAME)
-    session.register_plugin(PLUGIN_NAME, VERSION)
-    data = tuning_data(cfg.train_rows, cfg.test_rows)
-    mechanism = f"{MECHANISMS[cfg.optimizer]} {cfg.model} on {TRAIN_NAME}"
+    view = session.for_plugin(PLUGIN_NAME, VERSION)
+    options = cfg.options
+    data = tuning_data(view, options.train_rows, options.test_rows)
+    mechanism = f"{MECHANISMS[options.optimizer]} {options.model} on {TRAIN_NAME}"
     candidates, factor = cfg.candidates, 1.0
     if cfg.fit_budget:
-        candidates, factor = fitted_candidates(session, cfg.candidates, len(data.y_train))
+        candidates, factor = fitted_candidates(view, cfg.candidates, len(data.y_train))
     # the whole plan is checked before the first training: a grid the budget cannot pay for trains nothing
-    session.check_affordable([candidate_event(c, len(data.y_train), f"candidate {i}") for i, c in
+    view.check_affordable([candidate_event(c, len(data.y_train), f"candidate {i}") for i, c in
                               enumerate(candidates)])
     best, scores, events = None, [], []
     for index, candidate in enumerate(candidates):
         label = f"candidate {index}: {mechanism}"
-        result = train_candidate(session, candidate, data, model=cfg.model, hidden=cfg.hidden,
-                                 optimizer=cfg.optimizer, label=label)
+        result = train_candidate(view, candidate, data, options, label=label)
         events.append(candidate_event(candidate, len(data.y_train), label))  # the event train_private charged
-        score = accuracy(result, data.X_val, data.y_val, session)
+        score = accuracy(result, data.X_val, data.y_val, view)
         scores.append(score)
-        session.log_public_metrics({"validation_accuracy": score}, step=index)
+        view.log_public_metrics({"validation_accuracy": score}, step=index)
         key = (score, index)
         if best is None or key > best[0]:
             best = (key, result)
     (score, index), result = best
-    test_accuracy = accuracy(result, data.X_test, data.y_test, session)
-    delta = session.budget[1]
+    test_accuracy = accuracy(result, data.X_test, data.y_test, view)
+    delta = view.budget[1]
     bounds = composition_bounds(events, delta)
     epsilon, source = get_accountant("tightest").epsilon_with_source(compose(events), delta)
     public = {
@@ -132,7 +123,7 @@ def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
         "bounds": bounds, "charges": len(events), "public_data": [VALIDATION_NAME, FINAL_TEST_NAME],
         "wall_time_s": time.perf_counter() - start,
     }
-    session.record_info(PLUGIN_NAME, {k: public[k] for k in ("selected", "candidate_index", "model_sha256",
+    view.record_info({k: public[k] for k in ("selected", "candidate_index", "model_sha256",
                                                              "validation_accuracy", "test_accuracy", "epsilon",
                                                              "attained_by", "bounds")})
     return NaiveOutcome(public=public, model=result.model)

@@ -1,25 +1,13 @@
 """``opacus-training``: DP-SGD and DP-Adam through Opacus inside an audited session (docs/plugins/opacus-training.md).
 
-Exposes :data:`PLUGIN` (the entry point ``dpaudit.plugins: opacus-training``) and the Python API
-:func:`train_private` / :func:`train_private_loader`.
+Exposes :data:`PLUGIN` (the entry point ``dpaudit.plugins: opacus-training``). The training itself is the tuning
+kit's (:func:`dpaudit.tuning.train_private`, :func:`dpaudit.tuning.train_private_loader`).
 """
 
-from dpaudit.data.adult import TEST_NAME, TRAIN_NAME
+from dpaudit.data.catalog import TEST_NAME, TRAIN_NAME
 from dpaudit.registry import Plugin
 from dpaudit_plugins.opacus_training.config import TrainingConfig
-from dpaudit_plugins.opacus_training.plugin import VERSION, run
-from dpaudit_plugins.opacus_training.training import (
-    PLUGIN_NAME,
-    CappedDPOptimizer,
-    SamplingPlan,
-    TrainResult,
-    dp_sgd_event,
-    evaluate,
-    plan_from_loader,
-    state_dict_sha256,
-    train_private,
-    train_private_loader,
-)
+from dpaudit_plugins.opacus_training.plugin import PLUGIN_NAME, VERSION, run
 
 PLUGIN = Plugin(
     name=PLUGIN_NAME,
@@ -36,16 +24,4 @@ PLUGIN = Plugin(
     public=(TEST_NAME,),
 )
 
-__all__ = [
-    "PLUGIN",
-    "CappedDPOptimizer",
-    "SamplingPlan",
-    "TrainResult",
-    "TrainingConfig",
-    "dp_sgd_event",
-    "evaluate",
-    "plan_from_loader",
-    "state_dict_sha256",
-    "train_private",
-    "train_private_loader",
-]
+__all__ = ["PLUGIN", "TrainingConfig"]

@@ -7,9 +7,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from dpaudit.errors import InvalidParameter
+from dpaudit.tuning import DEFAULTS, ModelOptions
 from dpaudit.validation import check_count, check_known_keys, check_positive
-from dpaudit_plugins.opacus_training.models import MODEL_KINDS
-from dpaudit_plugins.opacus_training.training import OPTIMIZERS
 
 DATA_SETS = ("adult",)
 
@@ -30,37 +29,33 @@ class TrainingConfig:
         data: the data set (``"adult"``).
         train_rows: use only training records with record id below this (None: all).
         test_rows: use only the first public evaluation records (None: all).
+
+    The model options and their defaults are the tuning kit's (:class:`dpaudit.tuning.ModelOptions`).
     """
 
-    model: str = "logreg"
-    hidden: int = 64
-    optimizer: str = "sgd"
+    model: str = DEFAULTS.model
+    hidden: int = DEFAULTS.hidden
+    optimizer: str = DEFAULTS.optimizer
     lr: float = 1.0
     epochs: int = 3
     batch_size: int = 256
     max_grad_norm: float = 1.0
     noise_multiplier: float = 1.0
     data: str = "adult"
-    train_rows: int | None = None
-    test_rows: int | None = None
+    train_rows: int | None = DEFAULTS.train_rows
+    test_rows: int | None = DEFAULTS.test_rows
 
     def __post_init__(self) -> None:
-        if self.model not in MODEL_KINDS:
-            raise InvalidParameter(f"model must be one of {MODEL_KINDS}, got {self.model!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise InvalidParameter(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.data not in DATA_SETS:
             raise InvalidParameter(f"data must be one of {DATA_SETS}, got {self.data!r}")
-        check_count("hidden", self.hidden)
+        if self.test_rows is not None:
+            check_count("test_rows", self.test_rows)
+        ModelOptions(model=self.model, hidden=self.hidden, optimizer=self.optimizer, train_rows=self.train_rows)
         check_count("epochs", self.epochs)
         check_count("batch_size", self.batch_size)
         check_positive("lr", self.lr)
         check_positive("max_grad_norm", self.max_grad_norm)
         check_positive("noise_multiplier", self.noise_multiplier)
-        for name in ("train_rows", "test_rows"):
-            value = getattr(self, name)
-            if value is not None:
-                check_count(name, value)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> TrainingConfig:

@@ -3,9 +3,8 @@
 Exposes :data:`PLUGIN` (entry point ``dpaudit.plugins: randtune``) and the Python API :func:`tune`.
 """
 
-from dpaudit.data.adult import TRAIN_NAME
 from dpaudit.registry import Plugin
-from dpaudit_plugins.opacus_training.candidates import FINAL_TEST_NAME, VALIDATION_NAME
+from dpaudit.tuning import TUNING_PROTECTED, TUNING_PUBLIC
 from dpaudit_plugins.randtune.base_event import REPETITION_ASSUMPTIONS, dominating_event
 from dpaudit_plugins.randtune.config import RandTuneConfig
 from dpaudit_plugins.randtune.plugin import PLUGIN_NAME, VERSION, RandTuneOutcome, run, tune
@@ -26,8 +25,8 @@ PLUGIN = Plugin(
         ],
         "distribution": "geometric", "gamma": 0.5, "train_rows": 2000, "test_rows": 1000,
     },
-    protected=(TRAIN_NAME,),
-    public=(VALIDATION_NAME, FINAL_TEST_NAME),
+    protected=TUNING_PROTECTED,
+    public=TUNING_PUBLIC,
 )
 
 __all__ = ["PLUGIN", "REPETITION_ASSUMPTIONS", "RandTuneConfig", "RandTuneOutcome", "dominating_event", "tune"]

@@ -23,7 +23,7 @@ from dpaudit.accounting.rdp import rdp_dominated
 from dpaudit.errors import PluginError
 from dpaudit.events import PoissonSubsampledGaussianEvent
 from dpaudit.sensitivity import Assumption
-from dpaudit_plugins.opacus_training.candidates import envelope_event
+from dpaudit.tuning import envelope_event
 
 REPETITION_ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
@@ -50,7 +50,7 @@ REPETITION_ASSUMPTIONS: tuple[Assumption, ...] = (
 
 
 def dominating_event(events: Sequence[PoissonSubsampledGaussianEvent], label: str) -> PoissonSubsampledGaussianEvent:
-    """The envelope (max q, min σ, max N; :func:`~dpaudit_plugins.opacus_training.candidates.envelope_event`) of the
+    """The envelope (max q, min σ, max N; :func:`~dpaudit.tuning.candidates.envelope_event`) of the
     candidates' events, checked to dominate each of them in RDP.
 
     Raises:

@@ -8,11 +8,10 @@ from typing import Any
 
 from dpaudit.errors import InvalidParameter
 from dpaudit.events import REPETITION_DISTRIBUTIONS
-from dpaudit.validation import check_count, check_known_keys
-from dpaudit_plugins.opacus_training.candidates import Candidate, check_model_options, parse_candidates
+from dpaudit.tuning import DEFAULTS, OPTION_KEYS, Candidate, ModelOptions, parse_candidates
+from dpaudit.validation import check_known_keys
 
-_KEYS = {"candidates", "distribution", "gamma", "eta", "mu", "model", "hidden", "optimizer", "train_rows",
-         "test_rows"}
+_KEYS = OPTION_KEYS | {"candidates", "distribution", "gamma", "eta", "mu"}
 
 
 @dataclass(frozen=True)
@@ -23,19 +22,14 @@ class RandTuneConfig:
         candidates: the grid; each repetition trains one drawn uniformly at random.
         distribution: law of K, ``"geometric"``, ``"truncated_negative_binomial"`` or ``"poisson"``.
         parameters: the law's parameters (``gamma``; ``eta`` and ``gamma``; ``mu``).
-        model, hidden, optimizer: the classifier and optimiser (as in ``opacus-training``).
-        train_rows: use training records with record id below this (None: all).
-        test_rows: use the first public evaluation records (None: all); halves: validation, final test.
+        options: the model, optimiser and row limits (:class:`dpaudit.tuning.ModelOptions`; the public
+            evaluation records are cut into validation and final-test halves).
     """
 
     candidates: tuple[Candidate, ...]
     distribution: str
     parameters: Mapping[str, float]
-    model: str = "logreg"
-    hidden: int = 64
-    optimizer: str = "sgd"
-    train_rows: int | None = None
-    test_rows: int | None = None
+    options: ModelOptions = DEFAULTS
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> RandTuneConfig:
@@ -53,12 +47,5 @@ class RandTuneConfig:
         given = {k for k in ("gamma", "eta", "mu") if config.get(k) is not None}
         if given != set(needed):
             raise InvalidParameter(f"the {distribution} law takes exactly {sorted(needed)}, got {sorted(given)}")
-        cfg = cls(candidates=parse_candidates(config.get("candidates", ())), distribution=distribution,
-                  parameters={k: config[k] for k in needed}, model=config.get("model", "logreg"),
-                  hidden=config.get("hidden", 64), optimizer=config.get("optimizer", "sgd"),
-                  train_rows=config.get("train_rows"), test_rows=config.get("test_rows"))
-        check_model_options(cfg.model, cfg.hidden, cfg.optimizer)
-        for name in ("train_rows", "test_rows"):
-            if getattr(cfg, name) is not None:
-                check_count(name, getattr(cfg, name))
-        return cfg
+        return cls(candidates=parse_candidates(config.get("candidates", ())), distribution=distribution,
+                   parameters={k: config[k] for k in needed}, options=ModelOptions.from_mapping(config))

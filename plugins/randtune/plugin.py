@@ -15,17 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-from dpaudit.data.adult import TRAIN_NAME
-from dpaudit_plugins.opacus_training.candidates import (
-    FINAL_TEST_NAME,
-    VALIDATION_NAME,
-    accuracy,
-    candidate_event,
-    require_protected_train,
-    train_candidate,
-    tuning_data,
-)
-from dpaudit_plugins.opacus_training.training import MECHANISMS
+from dpaudit.data.catalog import FINAL_TEST_NAME, TRAIN_NAME, VALIDATION_NAME
+from dpaudit.tuning import MECHANISMS, accuracy, candidate_event, train_candidate, tuning_data
 from dpaudit_plugins.randtune.base_event import dominating_event
 from dpaudit_plugins.randtune.config import RandTuneConfig
 
@@ -65,28 +56,27 @@ def tune(session: Session, config: Mapping[str, Any]) -> RandTuneOutcome:
     """
     start = time.perf_counter()
     cfg = RandTuneConfig.from_mapping(config)
-    require_protected_train(session, PLUGIN_NAME)
-    session.register_plugin(PLUGIN_NAME, VERSION)
-    data = tuning_data(cfg.train_rows, cfg.test_rows)
-    mechanism = f"{MECHANISMS[cfg.optimizer]} {cfg.model} on {TRAIN_NAME}"
+    view = session.for_plugin(PLUGIN_NAME, VERSION)
+    options = cfg.options
+    data = tuning_data(view, options.train_rows, options.test_rows)
+    mechanism = f"{MECHANISMS[options.optimizer]} {options.model} on {TRAIN_NAME}"
     events = [candidate_event(c, len(data.y_train), mechanism) for c in cfg.candidates]
     base = dominating_event(events, f"one repetition: {mechanism}, a candidate drawn uniformly from the grid")
-    session.record_info(PLUGIN_NAME, {
+    view.record_info({
         "candidates": [c.to_dict() for c in cfg.candidates],
         "distribution": cfg.distribution, "parameters": dict(cfg.parameters),
         "base_event": {"sample_rate": base.sample_rate, "noise_multiplier": base.noise_multiplier,
                        "steps": base.steps},
         "selection": f"best accuracy on {VALIDATION_NAME}; ties by candidate index, then model digest",
     })
-    charge, repetitions = session.repeat_and_select(base, cfg.distribution, cfg.parameters, plugin=PLUGIN_NAME,
-                                                    label=f"best of K repetitions by accuracy on {VALIDATION_NAME}")
+    charge, repetitions = view.repeat_and_select(base, cfg.distribution, cfg.parameters,
+                                                 label=f"best of K repetitions by accuracy on {VALIDATION_NAME}")
     best: tuple[tuple[float, int, str], Any] | None = None
     scores = []
     for _ in range(repetitions):
-        index = session.rng.randbelow(len(cfg.candidates))
-        result = train_candidate(session, cfg.candidates[index], data, model=cfg.model, hidden=cfg.hidden,
-                                 optimizer=cfg.optimizer, label=mechanism, charge=charge)
-        score = accuracy(result, data.X_val, data.y_val, session)
+        index = view.rng.randbelow(len(cfg.candidates))
+        result = train_candidate(view, cfg.candidates[index], data, options, label=mechanism, charge=charge)
+        score = accuracy(result, data.X_val, data.y_val, view)
         scores.append((index, score))
         key = (score, index, result.model_sha256)
         if best is None or key > best[0]:
@@ -95,15 +85,15 @@ def tune(session: Session, config: Mapping[str, Any]) -> RandTuneOutcome:
                               "parameters": dict(cfg.parameters), "charge_seq": charge.seq,
                               "public_data": [VALIDATION_NAME, FINAL_TEST_NAME]}
     if best is None:
-        session.record_release(charge, {"selected": None})
+        view.record_release(charge, {"selected": None})
         public.update(selected=None, candidate_index=None, validation_accuracy=None, test_accuracy=None)
         model = None
     else:
         (score, index, digest), result = best
-        session.record_release(charge, {"candidate_index": index, "candidate": cfg.candidates[index].to_dict(),
+        view.record_release(charge, {"candidate_index": index, "candidate": cfg.candidates[index].to_dict(),
                                         "model_sha256": digest, "validation_accuracy": score})
-        test_accuracy = accuracy(result, data.X_test, data.y_test, session)
-        session.log_public_metrics({"test_accuracy": test_accuracy})
+        test_accuracy = accuracy(result, data.X_test, data.y_test, view)
+        view.log_public_metrics({"test_accuracy": test_accuracy})
         public.update(selected=cfg.candidates[index].to_dict(), candidate_index=index, model_sha256=digest,
                       validation_accuracy=score, test_accuracy=test_accuracy)
         model = result.model

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from dpaudit.errors import InvalidParameter
+from dpaudit.tuning import Candidate
 from dpaudit_plugins.constant_overhead import PLUGIN
 from dpaudit_plugins.constant_overhead.candidates import check_candidate_set, default_grid, perturb
 from dpaudit_plugins.constant_overhead.config import ConstantOverheadConfig
-from dpaudit_plugins.opacus_training.candidates import Candidate
 
 
 def _privacy_fields(c: Candidate) -> tuple[float, int, int]:

@@ -23,13 +23,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dpaudit.mechanisms.above_threshold import AboveThreshold
-from dpaudit.mechanisms.calibration import calibrate_above_threshold
+from dpaudit.mechanisms.above_threshold import AboveThreshold, calibrate_above_threshold
 from dpaudit.mechanisms.grid import round_to_grid, scale_in_grid_units
 from dpaudit.mechanisms.randomness import SeededRandom
+from dpaudit.testing.statistical import dp_test
 from dpaudit_plugins.constant_overhead.loop import run_elastic_loop
 from dpaudit_plugins.constant_overhead.proposers import GridProposer
-from tests.statistical.privacy_test import dp_test
 
 pytestmark = pytest.mark.statistical
 

@@ -8,10 +8,10 @@ import math
 import pytest
 
 from dpaudit.errors import InvalidParameter
+from dpaudit.tuning import Candidate
 from dpaudit_plugins.constant_overhead.candidates import default_grid
 from dpaudit_plugins.constant_overhead.loop import run_elastic_loop
 from dpaudit_plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
-from dpaudit_plugins.opacus_training.candidates import Candidate
 
 
 def synthetic_utility(c: Candidate) -> float:

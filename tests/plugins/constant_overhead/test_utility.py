@@ -15,10 +15,10 @@ import pytest
 
 from dpaudit.errors import AccountingError, InvalidParameter
 from dpaudit.sensitivity import FORMULAS, Neighbouring, from_formula
+from dpaudit.tuning import Candidate
 from dpaudit_plugins.constant_overhead.partition import assign_partitions, partition_members
 from dpaudit_plugins.constant_overhead.partition_training import accuracy, train_partition_model
 from dpaudit_plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities, aggregate_utility, derive_seed
-from dpaudit_plugins.opacus_training.candidates import Candidate
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dpaudit.errors import InvalidParameter
+from dpaudit.tuning import Candidate, candidate_event
 from dpaudit_plugins.naive.noise_scale import composed_epsilon, noise_factor
-from dpaudit_plugins.opacus_training.candidates import Candidate, candidate_event
 
 N = 10_000
 GRID = [Candidate(lr, 1.0, sigma, epochs, 100) for lr in (0.5, 2.0) for sigma in (0.8, 1.5) for epochs in (1, 2)]

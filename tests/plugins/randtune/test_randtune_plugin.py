@@ -37,7 +37,7 @@ def test_one_repeat_and_select_charged_before_training_and_certified(make_sessio
     real_train = plugin_module.train_candidate
 
     def spy(session, *args, **kwargs):
-        charges_at_training.append(sum(r.type == "charge" for r in _records(session)))
+        charges_at_training.append(sum(r.type == "charge" for r in _records(s)))  # session: the plugin's view
         assert kwargs["charge"] is not None
         return real_train(session, *args, **kwargs)
 
@@ -52,6 +52,7 @@ def test_one_repeat_and_select_charged_before_training_and_certified(make_sessio
     assert event.distribution == "geometric" and event.gamma == 0.5
     releases = [r for r in records if r.type == "release"]
     assert len(releases) == 1 and releases[0].body["output"]["candidate_index"] == outcome.public["candidate_index"]
+    assert {r.body["plugin"] for r in records if "plugin" in r.body} == {"randtune"}  # commitment and data included
     cert = s.close()
     assert cert["claim"]["epsilon"] == pytest.approx(get_accountant("tightest").epsilon(event, 1e-5), rel=1e-12)
     assert cert["claim"]["attained_by"] == "rdp"

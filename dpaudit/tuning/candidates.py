@@ -1,14 +1,9 @@
-"""Candidate hyperparameter configurations for DP-SGD runs, as the tuning plugins use them.
+"""Candidate hyperparameter configurations for DP-SGD runs, as every tuning plugin uses them.
 
 A candidate is public and fixed before any data is seen: (lr, max_grad_norm C, noise_multiplier σ, epochs,
-batch_size B). Its privacy is that of :func:`~dpaudit_plugins.opacus_training.training.dp_sgd_event` with q = B/n and
+batch_size B). Its privacy is that of :func:`~dpaudit.tuning.training.dp_sgd_event` with q = B/n and
 N = epochs × ⌊1/q⌋ steps; C scales the noise (σ·C) with the clipped gradients, so it does not change the privacy.
-:class:`Candidate` is the one candidate type of every tuning plugin (``naive``, ``randtune``, ``constant-overhead``);
 :func:`grid_envelope` is the one event that dominates every candidate of a grid.
-
-Selection uses public data only: the public Adult test split is cut in two fixed halves, the first for validation
-(scoring candidates) and the second as the final test set, so the score of a DP-trained model is a
-post-processing of that model and costs no privacy.
 """
 
 from __future__ import annotations
@@ -23,26 +18,18 @@ import torch
 from opacus.data_loader import DPDataLoader
 from torch.utils.data import TensorDataset
 
-from dpaudit.data.adult import TEST_NAME, TRAIN_NAME, AdultData, load_adult
 from dpaudit.errors import InvalidParameter, PluginError
 from dpaudit.events import PoissonSubsampledGaussianEvent
+from dpaudit.tuning.models import seeded_model
+from dpaudit.tuning.seeds import draw_seed
+from dpaudit.tuning.training import TrainResult, dp_sgd_event, evaluate, plan_from_loader, train_private
 from dpaudit.validation import check_count, check_positive
-from dpaudit_plugins.opacus_training.models import MODEL_KINDS, build_model
-from dpaudit_plugins.opacus_training.training import (
-    OPTIMIZERS,
-    TrainResult,
-    dp_sgd_event,
-    evaluate,
-    plan_from_loader,
-    train_private,
-)
 
 if TYPE_CHECKING:
-    from dpaudit.session import Charge, Session
-
-VALIDATION_NAME = f"{TEST_NAME} (first half: public validation)"
-FINAL_TEST_NAME = f"{TEST_NAME} (second half: public final test)"
-_SEED_RANGE = 2**63
+    from dpaudit.plugin_session import PluginSession
+    from dpaudit.session import Charge
+    from dpaudit.tuning.data import TuningData
+    from dpaudit.tuning.options import ModelOptions
 
 
 @dataclass(frozen=True)
@@ -87,54 +74,20 @@ class Candidate:
         return cls(**dict(raw))
 
 
-def parse_candidates(raw: Sequence[Mapping[str, Any]]) -> tuple[Candidate, ...]:
-    """The candidate grid from plain mappings.
+def parse_candidates(raw: Sequence[Mapping[str, Any] | Candidate]) -> tuple[Candidate, ...]:
+    """The candidate grid from plain mappings (or candidates).
 
     Raises:
         InvalidParameter: an empty grid or a bad candidate.
     """
     if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Sequence) or not raw:
         raise InvalidParameter("candidates must be a non-empty list of mappings")
-    return tuple(Candidate.from_mapping(c) for c in raw)
-
-
-@dataclass(frozen=True)
-class TuningData:
-    """The private training set and the two public halves of the evaluation split."""
-
-    X_train: np.ndarray
-    y_train: np.ndarray
-    X_val: np.ndarray
-    y_val: np.ndarray
-    X_test: np.ndarray
-    y_test: np.ndarray
-
-
-def tuning_data(train_rows: int | None, test_rows: int | None) -> TuningData:
-    """Adult, with the public split cut in two fixed halves (validation first, final test second).
-
-    Raises:
-        InvalidParameter: fewer than 2 public records.
-    """
-    data: AdultData = load_adult(train_rows=train_rows, test_rows=test_rows)
-    return TuningData(data.X_train, data.y_train, *split_public(data))
-
-
-def split_public(data: AdultData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(X_val, y_val, X_test, y_test): the first ⌊m/2⌋ public test records validate, the rest test.
-
-    Raises:
-        InvalidParameter: fewer than 2 public records.
-    """
-    half = len(data.y_test) // 2
-    if half == 0:
-        raise InvalidParameter("need at least 2 public evaluation records to split into validation and test")
-    return data.X_test[:half], data.y_test[:half], data.X_test[half:], data.y_test[half:]
+    return tuple(c if isinstance(c, Candidate) else Candidate.from_mapping(c) for c in raw)
 
 
 def candidate_event(candidate: Candidate, dataset_size: int, label: str) -> PoissonSubsampledGaussianEvent:
-    """The event :func:`~dpaudit_plugins.opacus_training.training.train_private` charges for ``candidate`` on
-    ``dataset_size`` records (its sampling plan is read off the same Opacus loader that training builds)."""
+    """The event :func:`~dpaudit.tuning.training.train_private` charges for ``candidate`` on ``dataset_size``
+    records (its sampling plan is read off the same Opacus loader that training builds)."""
     check_count("dataset_size", dataset_size)
     if candidate.batch_size > dataset_size:
         raise InvalidParameter(f"batch_size {candidate.batch_size} exceeds the {dataset_size} training records")
@@ -147,7 +100,7 @@ def candidate_event(candidate: Candidate, dataset_size: int, label: str) -> Pois
 def envelope_event(events: Sequence[PoissonSubsampledGaussianEvent], label: str) -> PoissonSubsampledGaussianEvent:
     """The envelope of a grid's DP-SGD events: the largest sample rate q, the smallest noise multiplier σ and the
     most steps N among them, which dominates each of them parameter-wise
-    (:func:`~dpaudit_plugins.opacus_training.training.parameter_dominated`; docs/accounting.md, "Envelope charges").
+    (:func:`~dpaudit.accounting.dominance.parameter_dominated`; docs/accounting.md, "Envelope charges").
 
     Its sensitivity and assumptions are those of the event with the largest clipping norm (the clipping norm does
     not enter the privacy: each run's noise is σ times its own norm).
@@ -175,39 +128,22 @@ def grid_envelope(candidates: Sequence[Candidate], dataset_size: int, label: str
     return envelope_event([candidate_event(c, dataset_size, label) for c in candidates], label)
 
 
-def check_model_options(model: str, hidden: int, optimizer: str) -> None:
-    """Raises InvalidParameter for an unknown model / optimizer or a bad hidden width."""
-    if model not in MODEL_KINDS:
-        raise InvalidParameter(f"model must be one of {MODEL_KINDS}, got {model!r}")
-    if optimizer not in OPTIMIZERS:
-        raise InvalidParameter(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
-    check_count("hidden", hidden)
-
-
-def require_protected_train(session: Session, plugin: str) -> None:
-    """Raises PluginError unless the session protects the Adult training set."""
-    if TRAIN_NAME not in session.protected:
-        raise PluginError(f"{plugin} trains on {TRAIN_NAME!r}; open the Session with it in protected= (got "
-                          f"{session.protected})")
-
-
-def train_candidate(session: Session, candidate: Candidate, data: TuningData, *, model: str, hidden: int,
-                    optimizer: str, label: str, charge: Charge | None = None) -> TrainResult:
+def train_candidate(session: PluginSession, candidate: Candidate, data: TuningData, options: ModelOptions, *,
+                    label: str, charge: Charge | None = None) -> TrainResult:
     """Initialise a model from a seed drawn from ``session.rng`` (data-independent) and train it with DP-SGD.
 
     Args:
+        options: the model family, width and optimiser (the row limits were applied when ``data`` was read).
         charge: None to charge this run's own event; or a repeat-and-select charge covering it (nothing is
-            written to the ledger then).
+            written to the ledger then), or an unused envelope.
     """
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(session.rng.randbelow(_SEED_RANGE))
-        net = build_model(model, data.X_train.shape[1], hidden)
-    return train_private(session, net, data.X_train, data.y_train, optimizer=optimizer, lr=candidate.lr,
+    net = seeded_model(options.model, data.X_train.shape[1], options.hidden, draw_seed(session.rng))
+    return train_private(session, net, data.X_train, data.y_train, optimizer=options.optimizer, lr=candidate.lr,
                          epochs=candidate.epochs, batch_size=candidate.batch_size,
                          max_grad_norm=candidate.max_grad_norm, noise_multiplier=candidate.noise_multiplier,
                          label=label, charge=charge)
 
 
-def accuracy(result: TrainResult, X: np.ndarray, y: np.ndarray, session: Session) -> float:
+def accuracy(result: TrainResult, X: np.ndarray, y: np.ndarray, session: PluginSession) -> float:
     """Accuracy of the trained model on PUBLIC data."""
     return evaluate(result.model, X, y, session.device)["test_accuracy"]

@@ -1,4 +1,5 @@
-"""DP-SGD and DP-Adam (Abadi et al. 2016, Alg. 1) through Opacus, inside an audited :class:`~dpaudit.Session`.
+"""DP-SGD and DP-Adam (Abadi et al. 2016, Alg. 1) through Opacus, inside a plugin's view of an audited session
+(:class:`~dpaudit.plugin_session.PluginSession`: the charge, info and release are attributed to that plugin).
 
 The order of operations is what makes the accounting sound:
 
@@ -17,13 +18,13 @@ The order of operations is what makes the accounting sound:
 Under an existing charge (``charge=``) step 2 is replaced by a coverage check (:func:`check_covered`):
 
 * a :class:`~dpaudit.events.RepeatAndSelectEvent` whose base event dominates this run's event in RDP at every order
-  (:func:`~dpaudit.accounting.rdp.rdp_dominated`): the run writes nothing to the ledger (no charge, info, metrics or
+  (:func:`~dpaudit.accounting.dominance.covers`): the run writes nothing to the ledger (no charge, info, metrics or
   release): it is one repetition of a repeat-and-select, and only the caller's selected output may be released;
 * an *envelope* :class:`~dpaudit.events.PoissonSubsampledGaussianEvent` charged before a private selection, which
-  dominates this run parameter-wise (:func:`parameter_dominated`, docs/accounting.md "Envelope charges"): the run
-  is recorded and released against that charge as if it had made it; an envelope covers one run only
-  (:meth:`~dpaudit.session.Session.claim`, atomic in the session: of two threads training under one envelope, one
-  is refused before it touches any data).
+  dominates this run parameter-wise (:func:`~dpaudit.accounting.dominance.parameter_dominated`, docs/accounting.md
+  "Envelope charges"): the run is recorded and released against that charge as if it had made it; an envelope
+  covers one run only (:meth:`~dpaudit.session.Session.claim`, atomic in the session: of two threads training under
+  one envelope, one is refused before it touches any data).
 
 Each step computes ``(Σ_{i∈batch} clip_C(∇ℓ_i) + N(0, σ²C² I)) / B`` (Opacus ``DPOptimizer``: flat clipping,
 ``loss_reduction="sum"`` per-example gradients, averaged by the *expected* batch size B, which is public, never
@@ -48,19 +49,21 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from dpaudit import canonical
-from dpaudit.accounting.rdp import rdp_dominated
+from dpaudit.accounting.dominance import covers
 from dpaudit.errors import AccountingError, InvalidParameter, PluginError
 from dpaudit.events import PoissonSubsampledGaussianEvent, PrivacyEvent, RepeatAndSelectEvent
 from dpaudit.sensitivity import Assumption, Neighbouring, from_formula
+from dpaudit.tuning.seeds import draw_seed
 from dpaudit.validation import check_count, check_positive
 
 if TYPE_CHECKING:
-    from dpaudit.session import Charge, Session
+    from dpaudit.plugin_session import PluginSession
+    from dpaudit.session import Charge
 
-PLUGIN_NAME = "opacus-training"
+#: how errors name the trainer (the charge itself is attributed to the calling plugin)
+TRAINER = "DP-SGD training"
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
 MECHANISMS = {"sgd": "dp-sgd", "adam": "dp-adam"}
-_SEED_RANGE = 2**63
 
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
@@ -142,19 +145,19 @@ def plan_from_loader(loader: DataLoader, epochs: int) -> SamplingPlan:
     check_count("epochs", epochs)
     if not isinstance(loader, DPDataLoader):
         raise PluginError(
-            f"{PLUGIN_NAME} needs an Opacus Poisson DPDataLoader; a {type(loader).__name__} samples batches in a "
+            f"{TRAINER} needs an Opacus Poisson DPDataLoader; a {type(loader).__name__} samples batches in a "
             "way the Poisson-subsampled Gaussian accounting does not cover"
         )
     sampler = loader.batch_sampler
     if type(sampler) is not UniformWithReplacementSampler:
-        raise PluginError(f"{PLUGIN_NAME} accounts only for UniformWithReplacementSampler (Poisson) batches, "
+        raise PluginError(f"{TRAINER} accounts only for UniformWithReplacementSampler (Poisson) batches, "
                           f"got {type(sampler).__name__}")
     n = len(loader.dataset)  # type: ignore[arg-type]
     if sampler.num_samples != n or sampler.sample_rate != loader.sample_rate:
-        raise PluginError(f"{PLUGIN_NAME}: the loader's sampler does not cover its dataset at its stated rate")
+        raise PluginError(f"{TRAINER}: the loader's sampler does not cover its dataset at its stated rate")
     q = float(sampler.sample_rate)
     if not 0 < q <= 1:
-        raise PluginError(f"{PLUGIN_NAME}: sample rate {q} is not in (0, 1]")
+        raise PluginError(f"{TRAINER}: sample rate {q} is not in (0, 1]")
     return SamplingPlan(dataset_size=n, sample_rate=q, steps_per_epoch=len(sampler), epochs=epochs)
 
 
@@ -281,11 +284,11 @@ def _as_tensors(X: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor) -> t
     return Xt, yt
 
 
-def _torch_generator(session: Session, device: torch.device) -> torch.Generator:
-    return torch.Generator(device=device).manual_seed(session.rng.randbelow(_SEED_RANGE))
+def _torch_generator(session: PluginSession, device: torch.device) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(draw_seed(session.rng))
 
 
-def train_private(session: Session, model: nn.Module, X: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor,
+def train_private(session: PluginSession, model: nn.Module, X: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor,
                   *, optimizer: str, lr: float, epochs: int, batch_size: int, max_grad_norm: float,
                   noise_multiplier: float, label: str,
                   public_eval: tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor] | None = None,
@@ -296,7 +299,8 @@ def train_private(session: Session, model: nn.Module, X: np.ndarray | torch.Tens
     2019), drawn with a generator seeded from ``session.rng``.
 
     Args:
-        session: the open audited session (add/remove neighbours).
+        session: a plugin's view of the open audited session (add/remove neighbours; ``Session.for_plugin``):
+            the charge, the info record and the release are attributed to that plugin.
         model: a module mapping (batch, d) float inputs to (batch, 1) logits; trained in place.
         X, y: the private training features and 0/1 labels.
         optimizer: ``"sgd"`` (DP-SGD) or ``"adam"`` (DP-Adam).
@@ -328,7 +332,7 @@ def train_private(session: Session, model: nn.Module, X: np.ndarray | torch.Tens
                                 public_eval=public_eval, charge=charge)
 
 
-def train_private_loader(session: Session, model: nn.Module, loader: DataLoader, *, optimizer: str, lr: float,
+def train_private_loader(session: PluginSession, model: nn.Module, loader: DataLoader, *, optimizer: str, lr: float,
                          epochs: int, max_grad_norm: float, noise_multiplier: float, label: str,
                          public_eval: tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor] | None = None,
                          charge: Charge | None = None) -> TrainResult:
@@ -349,18 +353,18 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
     if optimizer not in OPTIMIZERS:
         raise InvalidParameter(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}")
     if Neighbouring(session.neighbouring) is not Neighbouring.ADD_REMOVE:
-        raise PluginError(f"{PLUGIN_NAME} is analysed under add/remove neighbours; the session uses "
+        raise PluginError(f"{TRAINER} is analysed under add/remove neighbours; the session uses "
                           f"{Neighbouring(session.neighbouring).value}")
     device = session.device
     model.to(device).train()
     errors = ModuleValidator.validate(model, strict=False)
     if errors:
-        raise PluginError(f"{PLUGIN_NAME}: model is not compatible with per-example clipping: {errors}")
+        raise PluginError(f"{TRAINER}: model is not compatible with per-example clipping: {errors}")
     event = dp_sgd_event(plan, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, label=label)
     repetition = charge is not None and isinstance(charge.event, RepeatAndSelectEvent)
     if charge is not None:
         if not session.holds(charge):
-            raise PluginError(f"{PLUGIN_NAME}: charge {charge.seq} was not made by this session")
+            raise PluginError(f"{TRAINER}: charge {charge.seq} was not made by this session")
         check_covered(charge.event, event)
         if repetition and public_eval is not None:
             raise InvalidParameter("a repetition under a repeat-and-select charge logs nothing: pass no public_eval")
@@ -382,7 +386,7 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
             secure_mode=False,
         )
         if charge is None:
-            charge = session.charge(event, plugin=PLUGIN_NAME, mechanism=MECHANISMS[optimizer])
+            charge = session.charge(event, mechanism=MECHANISMS[optimizer])
             session.claim(charge)  # this run uses its own charge: nothing else can run under it
         train_loss = _train_loop(session, gsm, dp_optimizer, loader, plan, public_eval)
     finally:
@@ -395,7 +399,7 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
                          n_parameters=n_parameters, train_loss=train_loss)
     if repetition:
         return result
-    session.record_info(PLUGIN_NAME, {
+    session.record_info({
         "charge_seq": charge.seq,
         "covered_by_envelope": enveloped,
         "mechanism": MECHANISMS[optimizer],
@@ -417,43 +421,21 @@ def train_private_loader(session: Session, model: nn.Module, loader: DataLoader,
     return result
 
 
-def parameter_dominated(run: PoissonSubsampledGaussianEvent, by: PoissonSubsampledGaussianEvent) -> bool:
-    """Whether ``by`` dominates ``run`` parameter-wise: same neighbouring relation, q_run ≤ q, σ_run ≥ σ, N_run ≤ N.
-
-    Then every (ε, δ) (hockey-stick) bound of ``by`` holds for ``run``, whatever accountant derived it
-    (docs/accounting.md, "Envelope charges"): a larger σ is post-processing by extra Gaussian noise; a smaller
-    rate q' = (q'/q)·q makes each step's output law on the larger data set a convex combination of the q-mixture
-    and the law without the differing record, and hockey-stick divergences are jointly convex; fewer steps drop
-    outputs. The clipping norm does not enter: each event's noise is σ times its own sensitivity.
-    """
-    return (run.neighbouring is by.neighbouring and run.sample_rate <= by.sample_rate
-            and run.noise_multiplier >= by.noise_multiplier and run.steps <= by.steps)
-
-
 def check_covered(charged: PrivacyEvent, run: PoissonSubsampledGaussianEvent) -> None:
-    """Refuse to run ``run`` under ``charged`` unless ``charged`` covers it.
-
-    ``charged`` covers ``run`` if it is a repeat-and-select whose base dominates ``run`` in RDP at every order
-    (the bounds of Papernot & Steinke 2022 need RDP only), or a Poisson-subsampled Gaussian envelope that dominates
-    it parameter-wise (:func:`parameter_dominated`; RDP dominance would not do: the certificate may compose the
-    envelope by PLD, which needs dominance of the privacy profile).
+    """Refuse to run ``run`` under ``charged`` unless it covers it (:func:`dpaudit.accounting.dominance.covers`).
 
     Raises:
-        PluginError: ``charged`` is of another kind, or does not dominate ``run``.
+        PluginError: ``charged`` is of a kind that covers no run, or does not dominate ``run``.
     """
-    if isinstance(charged, RepeatAndSelectEvent):
-        covered = rdp_dominated(run, charged.event)
-    elif isinstance(charged, PoissonSubsampledGaussianEvent):
-        covered = parameter_dominated(run, charged)
-    else:
-        raise PluginError(f"{PLUGIN_NAME}: only a repeat_and_select or poisson_subsampled_gaussian charge can cover a "
+    if not isinstance(charged, (RepeatAndSelectEvent, PoissonSubsampledGaussianEvent)):
+        raise PluginError(f"{TRAINER}: only a repeat_and_select or poisson_subsampled_gaussian charge can cover a "
                           f"run, got {charged.kind}")
-    if not covered:
-        raise PluginError(f"{PLUGIN_NAME}: this run (q={run.sample_rate}, sigma={run.noise_multiplier}, "
+    if not covers(charged, run):
+        raise PluginError(f"{TRAINER}: this run (q={run.sample_rate}, sigma={run.noise_multiplier}, "
                           f"steps={run.steps}) is not dominated by the charged {charged.kind} event")
 
 
-def _train_loop(session: Session, gsm: GradSampleModule, dp_optimizer: CappedDPOptimizer, loader: DataLoader,
+def _train_loop(session: PluginSession, gsm: GradSampleModule, dp_optimizer: CappedDPOptimizer, loader: DataLoader,
                 plan: SamplingPlan, public_eval: tuple[Any, Any] | None) -> float | None:
     """Run the planned epochs; returns the (confidential) mean training loss."""
     device = session.device

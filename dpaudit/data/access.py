@@ -1,0 +1,83 @@
+"""Data through the session: the declared-name check, the load, and the access record (``Session.data``).
+
+A plugin obtains protected or public data only by name through its session. The name must be one the session
+declared when it opened (its ``protected`` or ``public`` tuple, which the certificate lists); anything else is
+refused before any file is read. Every access is written to the ledger as an ``info`` record attributed to the
+caller: the name, the role, the (public) loader parameters and, for a public set only, its row count. Never the
+data, and never the realised size of a protected set: whether a plugin may know that size is its own privacy
+question (docs/data.md, "Data through the session").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dpaudit.data.catalog import DataSet, catalog_entry, load
+from dpaudit.errors import InvalidParameter, PluginError
+from dpaudit.sensitivity import Neighbouring
+
+if TYPE_CHECKING:
+    from dpaudit.plugin_session import PluginSession
+    from dpaudit.session import Session
+
+PROTECTED = "protected"
+PUBLIC = "public"
+
+
+def role_of(session: Session, name: str) -> str:
+    """``"protected"`` or ``"public"``: how ``session`` declared the data set ``name``.
+
+    Raises:
+        InvalidParameter: the session declared no data set of that name.
+    """
+    if not isinstance(name, str):
+        raise InvalidParameter(f"a data set is named by a string, got {type(name).__name__}")
+    if name in session.protected:
+        return PROTECTED
+    if name in session.public:
+        return PUBLIC
+    raise InvalidParameter(f"data set {name!r} is not declared by this session (protected={session.protected}, "
+                           f"public={session.public}); name it in Session(protected=...) or Session(public=...)")
+
+
+def open_data(session: Session, name: str, parameters: Mapping[str, Any], plugin: str) -> DataSet:
+    """Load the declared data set ``name`` for ``plugin`` and record the access, before returning it.
+
+    Raises:
+        InvalidParameter: an undeclared or unknown name, an unknown or bad parameter (nothing is recorded).
+        DPAuditError: the session is closed (nothing is returned).
+    """
+    role = role_of(session, name)
+    catalog_entry(name)  # an unknown name fails before the session is touched
+    data = load(name, parameters)
+    body: dict[str, Any] = {"data_access": name, "role": role, "parameters": dict(parameters)}
+    if role == PUBLIC:
+        body["rows"] = len(data)
+    session.record_info(plugin, body)
+    return data
+
+
+def require_data(session: PluginSession, *, protected: Sequence[str] = (), public: Sequence[str] = (),
+                 add_remove: bool = False) -> None:
+    """The protected-data check: refuse a session that does not declare what the plugin reads.
+
+    Args:
+        protected: names the session must list in ``protected`` (so the certificate protects them).
+        public: names it must list in ``public`` (so the certificate states them as unprotected).
+        add_remove: also require add/remove neighbours (the relation DP-SGD is analysed under).
+
+    Raises:
+        PluginError: a name is missing from the session's declaration, or the relation is replace-one.
+    """
+    missing = [n for n in protected if n not in session.protected]
+    if missing:
+        raise PluginError(f"{session.plugin} protects {missing}; open the Session with them in protected= so that "
+                          f"the certificate names them (got {session.protected})")
+    missing = [n for n in public if n not in session.public]
+    if missing:
+        raise PluginError(f"{session.plugin} uses public data {missing}; list them in the Session's public= so that "
+                          "the certificate names them")
+    if add_remove and Neighbouring(session.neighbouring) is not Neighbouring.ADD_REMOVE:
+        raise PluginError(f"{session.plugin} trains with DP-SGD, which is analysed under add/remove neighbours; the "
+                          f"session uses {Neighbouring(session.neighbouring).value}")
