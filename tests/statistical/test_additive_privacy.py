@@ -6,11 +6,11 @@ so the tested claim is tight for the Laplace release (the likelihood ratio of ev
 is exactly e^ε).
 
 Each test draws n independent releases of x and of x' (one array release: coordinates get independent noise),
-and applies :func:`tests.statistical.privacy_test.dp_test` over the tail events {out ≥ k} and {out ≤ k}, fixed
+and applies :func:`dpaudit.testing.statistical.dp_test` over the tail events {out ≥ k} and {out ≤ k}, fixed
 in advance. False-alarm rate for a correct mechanism: ≤ ALPHA = 0.01 (Clopper-Pearson with Bonferroni, see
-privacy_test.py). Seeds are fixed, so each run is deterministic; the rates stated below were measured during
-development by calling ``_laplace_verdict(divisor, seed)`` and ``_gaussian_verdict(divisor, seed)`` for seeds
-0..19.
+dpaudit/testing/statistical.py). Seeds are fixed, so each run is deterministic; the rates stated below were
+measured during development by calling ``_laplace_verdict(divisor, seed)`` and ``_gaussian_verdict(divisor, seed)``
+for seeds 0..19.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from dpaudit.mechanisms.additive import release_gaussian, release_laplace
-from dpaudit.mechanisms.calibration import calibrate_discrete_gaussian, calibrate_laplace_scale
+from dpaudit.mechanisms.gaussian import calibrate_discrete_gaussian, release_gaussian
+from dpaudit.mechanisms.laplace import calibrate_laplace_scale, release_laplace
 from dpaudit.mechanisms.randomness import SeededRandom
-from tests.statistical.privacy_test import DPTestResult, dp_test
+from dpaudit.testing.statistical import DPTestResult, dp_test
 
 pytestmark = pytest.mark.statistical
 

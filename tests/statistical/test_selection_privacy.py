@@ -18,12 +18,11 @@ import math
 import numpy as np
 import pytest
 
-from dpaudit.mechanisms.above_threshold import AboveThreshold
-from dpaudit.mechanisms.calibration import calibrate_above_threshold
+from dpaudit.mechanisms.above_threshold import AboveThreshold, calibrate_above_threshold
 from dpaudit.mechanisms.exponential import exponential_probabilities, sample_exponential
 from dpaudit.mechanisms.grid import round_to_grid
 from dpaudit.mechanisms.randomness import SeededRandom
-from tests.statistical.privacy_test import dp_test
+from dpaudit.testing.statistical import dp_test
 
 pytestmark = pytest.mark.statistical
 

@@ -1,4 +1,4 @@
-"""A reusable empirical test of an (ε, δ)-DP claim from samples of M(x) and M(x').
+"""The statistical DP tester: an empirical check of an (ε, δ)-DP claim from samples of M(x) and M(x').
 
 For every named event S (a boolean predicate on outputs) and both directions, the test checks the defining
 inequality P[M(x) ∈ S] ≤ e^ε P[M(x') ∈ S] + δ (and with x, x' swapped) against Clopper-Pearson confidence
@@ -13,6 +13,12 @@ hold and the mechanism satisfies the claim, lower(p) ≤ p ≤ e^ε q + δ ≤ e
 declared. Hence P[false alarm] ≤ alpha for a correct mechanism, whatever the events (they must be chosen before
 looking at the samples). The miss rate depends on the mechanism, the events and the sample sizes and must be
 measured and stated by each test that uses this helper.
+
+Example (continuous Laplace(0, 1) against Laplace(1, 1), exactly 1-DP)::
+
+    rng = np.random.default_rng(0)
+    events = {f"> {t}": (lambda out, t=t: out > t) for t in (0.0, 1.0, 2.0)}
+    dp_test(rng.laplace(0, 1, 100_000), rng.laplace(1, 1, 100_000), 1.0, 0.0, events, alpha=0.05).violated  # False
 """
 
 from __future__ import annotations
@@ -70,6 +76,10 @@ def dp_test(
     alpha: float,
 ) -> DPTestResult:
     """Test the claim that a mechanism is (ε, δ)-DP on the neighbouring pair (x, x').
+
+    False alarms: for a mechanism that satisfies the claim, P[violated] ≤ ``alpha``, whatever the events and
+    sample sizes (union bound over 2·|events| Clopper-Pearson intervals; module docstring). Misses are not
+    bounded here: each caller measures and states its own miss rate.
 
     Args:
         outputs_x: independent samples of M(x), first axis indexes samples.

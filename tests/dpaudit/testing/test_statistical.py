@@ -1,4 +1,4 @@
-"""Tests of the empirical DP test helper itself (tests/statistical/privacy_test.py)."""
+"""Tests of the statistical DP tester itself (dpaudit/testing/statistical.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import binomtest
 
 from dpaudit.errors import InvalidParameter
-from tests.statistical.privacy_test import clopper_pearson, dp_test
+from dpaudit.testing.statistical import clopper_pearson, dp_test
 
 
 def _above(t: float) -> Callable[[np.ndarray], np.ndarray]:
