@@ -1,21 +1,29 @@
 """MLflow mirror of the ledger: sessions as runs, trials as nested runs, records as batched idempotent entities.
 
 See docs/mlflow.md for what is mirrored, what never is, and the idempotency design.
+
+The names below are imported on first use (PEP 562), so that a session that does not mirror
+(:mod:`dpaudit.tracking.session_mirror`) does not pay for importing MLflow.
 """
 
-from dpaudit.public_values import CONFIDENTIAL_KEYS
-from dpaudit.tracking.confidential import ConfidentialLog
-from dpaudit.tracking.entities import KEY_FINGERPRINT_TAG, SPENT_KEY
-from dpaudit.tracking.mirror import MirrorError, MlflowMirror
-from dpaudit.tracking.store import default_tracking_uri, resolve_tracking_uri
+from importlib import import_module
+from typing import Any
 
-__all__ = [
-    "CONFIDENTIAL_KEYS",
-    "KEY_FINGERPRINT_TAG",
-    "SPENT_KEY",
-    "ConfidentialLog",
-    "MirrorError",
-    "MlflowMirror",
-    "default_tracking_uri",
-    "resolve_tracking_uri",
-]
+_LAZY = {
+    "CONFIDENTIAL_KEYS": "dpaudit.public_values",
+    "ConfidentialLog": "dpaudit.tracking.confidential",
+    "KEY_FINGERPRINT_TAG": "dpaudit.tracking.entities",
+    "SPENT_KEY": "dpaudit.tracking.entities",
+    "MirrorError": "dpaudit.tracking.mirror",
+    "MlflowMirror": "dpaudit.tracking.mirror",
+    "default_tracking_uri": "dpaudit.tracking.store",
+    "resolve_tracking_uri": "dpaudit.tracking.store",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'dpaudit.tracking' has no attribute {name!r}")

@@ -36,9 +36,9 @@ from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
 from dpaudit import canonical
 from dpaudit.errors import InvalidParameter
 from dpaudit.public_values import CONFIDENTIAL_KEYS, check_public
+from dpaudit.records import CHARGE, CLOSE, OPEN, RECORD_TYPES, RELEASE
 
-RECORD_TYPES = frozenset({"open", "charge", "release", "info", "close"})
-BURN_DOWN_TYPES = frozenset({"open", "charge", "close"})
+BURN_DOWN_TYPES = frozenset({OPEN, CHARGE, CLOSE})
 """Record types that get a burn-down point: only a charge changes ε spent; open and close give the end points."""
 
 SPENT_KEY = "dpaudit.epsilon_spent"
@@ -210,12 +210,12 @@ def record_entities(record: Mapping[str, Any], spent_epsilon: float | None,
     metrics: list[Metric] = []
     if rtype in BURN_DOWN_TYPES and spent_epsilon is not None:
         metrics.append(Metric(SPENT_KEY, finite(SPENT_KEY, spent_epsilon), timestamp, seq))
-    if rtype == "release" and "output" in body:
+    if rtype == RELEASE and "output" in body:
         label = body.get("label") or ""
         released = release_values(label if isinstance(label, str) else str(label), body["output"])
         for key, value in (released or {}).items():
             metrics.append(Metric(key, value, timestamp, seq))
-    if rtype == "release":
+    if rtype == RELEASE:
         return RecordEntities(seq, tuple(metrics))
     return RecordEntities(seq, tuple(metrics), _summary_text(record_summary(record)))
 

@@ -57,3 +57,16 @@ def test_results_are_finite_and_nonnegative(name):
     for event in (laplace(1e-3), ComposedEvent(events=(laplace(2.0),) * 3)):
         eps = acc.epsilon(event, 1e-5) if acc.supports(event) else 0.0
         assert math.isfinite(eps) and eps >= 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_epsilon_with_source_is_the_bound_and_names_who_attained_it(name):
+    """Every accountant answers ``epsilon_with_source`` (the filter, certificate and CLI call it unguarded): the ε is
+    the accountant's own bound and the source is the accountant or, for the tightest, one of its members."""
+    acc = get_accountant(name)
+    event = next(e for e in (ComposedEvent(events=(laplace(0.5),) * 2), dpsgd(0.01, 1.0, 10)) if acc.supports(e))
+    eps, source = acc.epsilon_with_source(event, 1e-6)
+    assert eps == acc.epsilon(event, 1e-6)
+    assert source == name or source.split()[0] in {m.name for m in getattr(acc, "members", ())}
+    with pytest.raises(InvalidParameter):
+        acc.epsilon_with_source(event, math.nan)

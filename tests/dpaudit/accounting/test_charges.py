@@ -56,3 +56,58 @@ def test_gaussian_event_that_under_charges_is_refused_everywhere(tmp_path):
         s.charge(forged, plugin="test", mechanism="gaussian")
     assert s.spent_epsilon() == 0.0
     s.close()
+
+
+def test_threads_growing_different_compositions_get_the_tally_of_their_own_event():
+    """The one-entry cache :data:`charges.LAST_TALLY` is shared by every thread of the process: two threads that grow
+    different compositions at once keep replacing each other's entry. Each must still get its own event's counts
+    (those of an uncached tally), and a result already handed out must never change afterwards."""
+    import threading
+
+    builders = {"laplace": lambda i: laplace(0.01 * (1 + i % 3)), "exponential": lambda i: exponential(0.02)}
+    results: dict[str, list] = {name: [] for name in builders}
+    start = threading.Barrier(len(builders))
+
+    def grow(name):
+        events: tuple = ()
+        start.wait()
+        for i in range(60):
+            events = (*events, builders[name](i))
+            _, counts = tally(ComposedEvent(events=events))
+            results[name].append((events, counts, dict(counts)))
+
+    threads = [threading.Thread(target=grow, args=(name,)) for name in builders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name, rows in results.items():
+        for events, counts, snapshot in rows:
+            assert counts == snapshot  # not modified after it was returned
+            charges.LAST_TALLY.clear()
+            assert tally(ComposedEvent(events=events))[1] == snapshot, name
+
+
+@pytest.mark.parametrize(("excess", "accepted"), [(0.5e-9, True), (2e-9, False)])
+def test_one_tolerance_decides_for_the_accountants_and_for_verify(excess: float, accepted: bool):
+    """A Laplace event whose map exceeds its declared ε by ``excess`` (relative): both the accountants and verify's
+    charge check (:func:`charges.privacy_map_problem`) accept it within :data:`dpaudit.tolerance.REL_TOL` and refuse
+    it beyond, with the same message; an accepted event is charged the (larger) map, never the declaration."""
+    from dpaudit.errors import AccountingError
+    from dpaudit.events import LaplaceEvent
+    from dpaudit.mechanisms.laplace import laplace_epsilon
+    from dpaudit.sensitivity import declared
+
+    base = LaplaceEvent(neighbouring="add_remove", sensitivity=declared(1.0, "l1", "test"), epsilon=1.0, scale=1.0,
+                        grid=1.0)
+    mapped = laplace_epsilon(base)
+    event = LaplaceEvent(neighbouring="add_remove", sensitivity=base.sensitivity, epsilon=mapped / (1 + excess),
+                         scale=1.0, grid=1.0)
+    problem = charges.privacy_map_problem(event)
+    if accepted:
+        assert problem is None
+        assert get_accountant("basic").epsilon(event, 1e-6) == mapped
+    else:
+        assert "under-charges" in problem
+        with pytest.raises(AccountingError, match="under-charges"):
+            get_accountant("basic").epsilon(event, 1e-6)

@@ -1,0 +1,310 @@
+"""Typed bodies of the five ledger record types: what the session writes and what the certificate and reports read.
+
+The ledger stores a record's body as a JSON object and does not interpret it (:mod:`dpaudit.ledger`). The session
+builds each body as one of the frozen dataclasses below and appends ``body.to_dict()``; readers parse a body with
+``<Kind>Body.from_dict``. ``to_dict`` gives exactly the JSON object the session has always written (docs/ledger.md),
+so the ledger format is unchanged, and ``from_dict`` reads every ledger dpaudit has written: fields added later
+(the ``open`` record's run and store ids, signing-key fingerprint and Rényi filter) are optional and omitted from
+``to_dict`` when absent.
+
+=========  ===================  =======================================================================
+type       body                 written
+=========  ===================  =======================================================================
+open       :class:`OpenBody`    first record: budget, neighbouring relation, data sets, accounting, versions
+charge     :class:`ChargeBody`  before any noise of a charged event exists (write-ahead)
+release    :class:`ReleaseBody` a noisy output of a charge, before it is returned
+info       :class:`InfoBody`    public information never used for accounting
+close      :class:`CloseBody`   last record
+=========  ===================  =======================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from dpaudit.errors import LedgerError
+from dpaudit.events import PrivacyEvent
+
+OPEN = "open"
+CHARGE = "charge"
+RELEASE = "release"
+INFO = "info"
+CLOSE = "close"
+RECORD_TYPES = frozenset({OPEN, CHARGE, RELEASE, INFO, CLOSE})
+
+
+def _get(body: Mapping[str, Any], kind: str, name: str, types: type | tuple[type, ...], *,
+         optional: bool = False) -> Any:
+    """``body[name]``, checked to be one of ``types`` (bool is never a number here).
+
+    Raises:
+        LedgerError: the field is missing (and not optional) or has another type.
+    """
+    if name not in body:
+        if optional:
+            return None
+        raise LedgerError(f"{kind} record body lacks {name!r}")
+    value = body[name]
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
+        raise LedgerError(f"{kind} record field {name!r} has type {type(value).__name__}")
+    return value
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _mapping(body: Any, kind: str) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise LedgerError(f"{kind} record body must be a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _names(body: Mapping[str, Any], kind: str, name: str) -> tuple[str, ...]:
+    values = _get(body, kind, name, list)
+    if not all(isinstance(v, str) for v in values):
+        raise LedgerError(f"{kind} record field {name!r} must list names (strings)")
+    return tuple(values)
+
+
+@dataclass(frozen=True)
+class OpenBody:
+    """The ``open`` record: the session's budget and public metadata, fixed before any data is touched.
+
+    Attributes:
+        name: the session's name.
+        budget: ``{"epsilon": ε_B, "delta": δ_B}``.
+        neighbouring: ``"add_remove"`` or ``"replace_one"``.
+        protected: names of the protected data sets.
+        public: names of the data used without protection.
+        accountant: ``{"name", "version"}`` of the certified accountant (or of the Rényi filter).
+        randomness: the randomness source's description (``for_release`` among it).
+        dpaudit_version: dpaudit's version.
+        code_version: the code's version (``git:<commit>`` or ``dpaudit-<version>``).
+        confidential_log: whether confidential logging was enabled.
+        run_id: the run id (None in ledgers written before runs were bound to their ids).
+        store_id: the run store's id (None likewise).
+        signing_key_fingerprint: the fingerprint of the key that signs the certificate (None likewise).
+        adaptive: the Rényi filter's description for an adaptive session, None otherwise.
+    """
+
+    TYPE: ClassVar[str] = OPEN
+
+    name: str
+    budget: Mapping[str, float]
+    neighbouring: str
+    protected: tuple[str, ...]
+    public: tuple[str, ...]
+    accountant: Mapping[str, str]
+    randomness: Mapping[str, Any]
+    dpaudit_version: str
+    code_version: str
+    confidential_log: bool
+    run_id: str | None = None
+    store_id: str | None = None
+    signing_key_fingerprint: str | None = None
+    adaptive: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name, "budget": dict(self.budget), "neighbouring": self.neighbouring,
+            "protected": list(self.protected), "public": list(self.public), "accountant": dict(self.accountant),
+            "randomness": dict(self.randomness), "dpaudit_version": self.dpaudit_version,
+            "code_version": self.code_version, "confidential_log": self.confidential_log,
+        }
+        optional = {"run_id": self.run_id, "store_id": self.store_id,
+                    "signing_key_fingerprint": self.signing_key_fingerprint,
+                    "adaptive": None if self.adaptive is None else dict(self.adaptive)}
+        out.update({k: v for k, v in optional.items() if v is not None})
+        return out
+
+    @classmethod
+    def from_dict(cls, body: Any) -> OpenBody:
+        """Parse an ``open`` body.
+
+        Raises:
+            LedgerError: a missing field or one of the wrong type.
+        """
+        b = _mapping(body, OPEN)
+        return cls(name=_get(b, OPEN, "name", str), budget=_get(b, OPEN, "budget", Mapping),
+                   neighbouring=_get(b, OPEN, "neighbouring", str), protected=_names(b, OPEN, "protected"),
+                   public=_names(b, OPEN, "public"), accountant=_get(b, OPEN, "accountant", Mapping),
+                   randomness=_get(b, OPEN, "randomness", Mapping),
+                   dpaudit_version=_get(b, OPEN, "dpaudit_version", str),
+                   code_version=_get(b, OPEN, "code_version", str),
+                   confidential_log=_get(b, OPEN, "confidential_log", bool),
+                   run_id=_get(b, OPEN, "run_id", str, optional=True),
+                   store_id=_get(b, OPEN, "store_id", str, optional=True),
+                   signing_key_fingerprint=_get(b, OPEN, "signing_key_fingerprint", str, optional=True),
+                   adaptive=_get(b, OPEN, "adaptive", Mapping, optional=True))
+
+    @property
+    def epsilon(self) -> float:
+        """ε_B."""
+        return float(self.budget["epsilon"])
+
+    @property
+    def delta(self) -> float:
+        """δ_B."""
+        return float(self.budget["delta"])
+
+
+@dataclass(frozen=True)
+class ChargeBody:
+    """The ``charge`` record, written before any noise of the event exists.
+
+    Attributes:
+        event: the charged event, as :meth:`PrivacyEvent.to_dict` describes it.
+        plugin: the charging plugin.
+        mechanism: the mechanism's name.
+        epsilon_spent: the filter's bound on ε (at δ_B) of every charge so far, this one included.
+        bound_source: the accountant (or member) that attained it.
+    """
+
+    TYPE: ClassVar[str] = CHARGE
+
+    event: Mapping[str, Any]
+    plugin: str
+    mechanism: str
+    epsilon_spent: float
+    bound_source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": dict(self.event), "plugin": self.plugin, "mechanism": self.mechanism,
+                "epsilon_spent": self.epsilon_spent, "bound_source": self.bound_source}
+
+    @classmethod
+    def from_dict(cls, body: Any) -> ChargeBody:
+        """Parse a ``charge`` body.
+
+        Raises:
+            LedgerError: a missing field or one of the wrong type.
+        """
+        b = _mapping(body, CHARGE)
+        return cls(event=_get(b, CHARGE, "event", Mapping), plugin=_get(b, CHARGE, "plugin", str),
+                   mechanism=_get(b, CHARGE, "mechanism", str),
+                   epsilon_spent=_get(b, CHARGE, "epsilon_spent", (int, float)),
+                   bound_source=_get(b, CHARGE, "bound_source", str))
+
+    def privacy_event(self) -> PrivacyEvent:
+        """The charged event, decoded.
+
+        Raises:
+            DPAuditError: the description is not a known, valid event.
+        """
+        return PrivacyEvent.from_dict(self.event)
+
+
+@dataclass(frozen=True)
+class ReleaseBody:
+    """The ``release`` record of one noisy output of a charge, written before the output is returned.
+
+    Attributes:
+        charge_seq: the seq of the charge that covers the output.
+        plugin: the plugin that charged it.
+        mechanism: the charge's mechanism.
+        label: the charged event's public label.
+        output: the released output (JSON).
+    """
+
+    TYPE: ClassVar[str] = RELEASE
+
+    charge_seq: int
+    plugin: str
+    mechanism: str
+    label: str
+    output: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"charge_seq": self.charge_seq, "plugin": self.plugin, "mechanism": self.mechanism,
+                "label": self.label, "output": self.output}
+
+    @classmethod
+    def from_dict(cls, body: Any) -> ReleaseBody:
+        """Parse a ``release`` body.
+
+        Raises:
+            LedgerError: a missing field or one of the wrong type.
+        """
+        b = _mapping(body, RELEASE)
+        if "output" not in b:
+            raise LedgerError(f"{RELEASE} record body lacks 'output'")
+        return cls(charge_seq=_get(b, RELEASE, "charge_seq", int), plugin=_get(b, RELEASE, "plugin", str),
+                   mechanism=_get(b, RELEASE, "mechanism", str), label=_get(b, RELEASE, "label", str),
+                   output=b["output"])
+
+
+@dataclass(frozen=True)
+class InfoBody:
+    """An ``info`` record: public information (e.g. a realised iteration count), never used for accounting.
+
+    Attributes:
+        plugin: the plugin that recorded it.
+        info: the information (JSON object).
+    """
+
+    TYPE: ClassVar[str] = INFO
+
+    plugin: str
+    info: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"plugin": self.plugin, "info": dict(self.info)}
+
+    @classmethod
+    def from_dict(cls, body: Any) -> InfoBody:
+        """Parse an ``info`` body.
+
+        Raises:
+            LedgerError: a missing field or one of the wrong type.
+        """
+        b = _mapping(body, INFO)
+        return cls(plugin=_get(b, INFO, "plugin", str), info=_get(b, INFO, "info", Mapping))
+
+
+@dataclass(frozen=True)
+class CloseBody:
+    """The ``close`` record, the ledger's last.
+
+    Attributes:
+        status: ``"FINISHED"`` or ``"FAILED"`` (or another MLflow end status).
+        charges: how many charges the session made.
+    """
+
+    TYPE: ClassVar[str] = CLOSE
+
+    status: str
+    charges: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "charges": self.charges}
+
+    @classmethod
+    def from_dict(cls, body: Any) -> CloseBody:
+        """Parse a ``close`` body.
+
+        Raises:
+            LedgerError: a missing field or one of the wrong type.
+        """
+        b = _mapping(body, CLOSE)
+        return cls(status=_get(b, CLOSE, "status", str), charges=_get(b, CLOSE, "charges", int))
+
+
+RecordBody = OpenBody | ChargeBody | ReleaseBody | InfoBody | CloseBody
+BODY_TYPES: Mapping[str, type[RecordBody]] = {body.TYPE: body for body in
+                                              (OpenBody, ChargeBody, ReleaseBody, InfoBody, CloseBody)}
+"""Record type → its body class."""
+
+
+def parse_body(record_type: str, body: Any) -> RecordBody:
+    """The typed body of a record of type ``record_type``.
+
+    Raises:
+        LedgerError: an unknown record type, or a malformed body.
+    """
+    parser = BODY_TYPES.get(record_type)
+    if parser is None:
+        raise LedgerError(f"unknown record type {record_type!r}; expected one of {sorted(RECORD_TYPES)}")
+    return parser.from_dict(body)

@@ -1,0 +1,149 @@
+"""Typed record bodies: exactly today's ledger JSON, old ledgers still read, malformed bodies refused."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from dpaudit.errors import LedgerError
+from dpaudit.events import PrivacyEvent
+from dpaudit.ledger import read_records
+from dpaudit.records import (
+    BODY_TYPES,
+    CHARGE,
+    CLOSE,
+    INFO,
+    OPEN,
+    RECORD_TYPES,
+    RELEASE,
+    ChargeBody,
+    CloseBody,
+    OpenBody,
+    ReleaseBody,
+    parse_body,
+)
+from dpaudit.sensitivity import declared
+
+# the open body of a ledger written before runs were bound to their run id, store id and signing key (issue 8)
+OLD_OPEN = {"name": "old", "budget": {"epsilon": 1.0, "delta": 1e-6}, "neighbouring": "add_remove",
+            "protected": ["adult"], "public": [], "accountant": {"name": "tightest", "version": "tightest/1"},
+            "randomness": {"kind": "seeded", "seed": 0, "for_release": False}, "dpaudit_version": "0.1.0",
+            "code_version": "dpaudit-0.1.0", "confidential_log": False}
+
+
+def _ledger(session):
+    session.close()
+    records, problems = read_records(session.ledger_path)
+    assert not problems
+    return records
+
+
+def _exercise(session):
+    session.laplace(1.0, sensitivity=1.0, epsilon=0.1, label="a")
+    session.exponential([1, 2, 3], sensitivity=1.0, epsilon=0.1)
+    session.record_info("tester", {"iterations": 3})
+    rounds = session.above_threshold_rounds(1.0, 0.1, max_queries=2, rounds=1)
+    rounds.next_round(0.5).test(0.0)
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_every_body_the_session_writes_round_trips_exactly(make_session, adaptive):
+    """``to_dict(from_dict(body))`` is the body the ledger holds, for every record of a real session."""
+    s = make_session(adaptive=adaptive)
+    _exercise(s)
+    records = _ledger(s)
+    assert {r.type for r in records} == RECORD_TYPES
+    for r in records:
+        typed = parse_body(r.type, r.body)
+        assert r.type == type(typed).TYPE
+        assert typed.to_dict() == r.body
+    opened = OpenBody.from_dict(records[0].body)
+    assert (opened.adaptive is not None) == adaptive
+    assert (opened.epsilon, opened.delta) == s.budget
+    assert opened.run_id == s.run_id and opened.signing_key_fingerprint == s.key_fingerprint
+
+
+def test_an_old_open_body_reads_and_writes_back_unchanged():
+    opened = OpenBody.from_dict(OLD_OPEN)
+    assert opened.run_id is opened.store_id is opened.signing_key_fingerprint is opened.adaptive is None
+    assert opened.to_dict() == OLD_OPEN
+
+
+def test_a_charge_body_decodes_its_event(make_session):
+    s = make_session()
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
+    charge = next(r for r in _ledger(s) if r.type == CHARGE)
+    body = ChargeBody.from_dict(charge.body)
+    assert body.privacy_event() == PrivacyEvent.from_dict(charge.body["event"])
+    assert (body.plugin, body.mechanism) == ("session", "laplace")
+
+
+def _body(record_type):
+    event = {"kind": "laplace", "sensitivity": declared(1.0, "l1", "test").to_dict()}
+    return copy.deepcopy({OPEN: OLD_OPEN,
+                          CHARGE: {"event": event, "plugin": "p", "mechanism": "laplace", "epsilon_spent": 0.1,
+                                   "bound_source": "rdp"},
+                          RELEASE: {"charge_seq": 1, "plugin": "p", "mechanism": "laplace", "label": "",
+                                    "output": 1.5},
+                          INFO: {"plugin": "p", "info": {"k": 1}},
+                          CLOSE: {"status": "FINISHED", "charges": 1}}[record_type])
+
+
+@pytest.mark.parametrize("record_type", sorted(RECORD_TYPES))
+def test_every_missing_field_is_a_ledger_error(record_type):
+    good = _body(record_type)
+    assert parse_body(record_type, good).to_dict() == good
+    for name in good:
+        if record_type == OPEN and name in {"run_id", "store_id", "signing_key_fingerprint", "adaptive"}:
+            continue
+        broken = {k: v for k, v in good.items() if k != name}
+        with pytest.raises(LedgerError, match=repr(name)):
+            parse_body(record_type, broken)
+
+
+@pytest.mark.parametrize(("record_type", "field", "value"), [
+    (RELEASE, "charge_seq", True),       # a bool is not a seq
+    (RELEASE, "charge_seq", 1.0),
+    (RELEASE, "label", None),
+    (CHARGE, "epsilon_spent", "0.1"),
+    (CHARGE, "epsilon_spent", False),
+    (CHARGE, "event", [1, 2]),
+    (CLOSE, "charges", "1"),
+    (OPEN, "confidential_log", 0),
+    (OPEN, "protected", ["adult", 3]),
+    (OPEN, "protected", "adult"),
+    (OPEN, "run_id", 7),
+    (INFO, "info", "text"),
+])
+def test_a_field_of_the_wrong_type_is_a_ledger_error(record_type, field, value):
+    body = {**_body(record_type), field: value}
+    with pytest.raises(LedgerError, match=field):
+        parse_body(record_type, body)
+
+
+@pytest.mark.parametrize("body", [None, [], "open", 3])
+def test_a_body_that_is_not_an_object_is_a_ledger_error(body):
+    for record_type in RECORD_TYPES:
+        with pytest.raises(LedgerError, match="JSON object"):
+            parse_body(record_type, body)
+
+
+def test_an_unknown_record_type_is_a_ledger_error():
+    with pytest.raises(LedgerError, match="unknown record type"):
+        parse_body("charges", _body(CHARGE))
+    assert set(BODY_TYPES) == RECORD_TYPES
+
+
+def test_a_release_without_output_is_refused_but_a_null_output_is_kept():
+    body = _body(RELEASE)
+    assert ReleaseBody.from_dict({**body, "output": None}).output is None
+    del body["output"]
+    with pytest.raises(LedgerError, match="output"):
+        ReleaseBody.from_dict(body)
+
+
+def test_close_body_is_what_the_session_writes(make_session):
+    s = make_session()
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
+    assert CloseBody.from_dict(_ledger(s)[-1].body) == CloseBody(status="FINISHED", charges=1)
