@@ -10,7 +10,7 @@ import time
 
 from dpaudit.accounting import get_accountant, pld, prv, rdp
 from dpaudit.events import LaplaceEvent, PoissonSubsampledGaussianEvent, compose
-from dpaudit.privacy_maps import grid_sensitivity
+from dpaudit.mechanisms.grid import grid_sensitivity
 from dpaudit.sensitivity import from_formula
 
 DELTA = 1e-5

@@ -100,12 +100,6 @@ class BudgetFilter(_FilterState):
         members = getattr(accountant, "members", ())
         self._fast = fast if any(type(m) is type(fast) for m in members) else None
 
-    def _bound(self, accountant: Accountant, event: PrivacyEvent) -> tuple[float, str]:
-        source = getattr(accountant, "epsilon_with_source", None)
-        if source is not None:
-            return source(event, self.delta)
-        return accountant.epsilon(event, self.delta), accountant.name
-
     def admit(self, event: PrivacyEvent) -> Admission:
         """Decide whether ``event`` fits; does not change the filter.
 
@@ -120,7 +114,7 @@ class BudgetFilter(_FilterState):
             if eps <= self.epsilon:
                 return Admission(eps, self._fast.name)
         try:
-            eps, source = self._bound(self.accountant, candidate)
+            eps, source = self.accountant.epsilon_with_source(candidate, self.delta)
         except DeltaUnreachable as exc:
             raise BudgetExceeded(f"release refused: no finite epsilon at the budget's delta {self.delta:g} ({exc}); "
                                  "nothing was charged or released") from exc

@@ -29,6 +29,7 @@ from dpaudit.errors import AccountingError, InvalidParameter, VerificationError
 from dpaudit.events import LeafEvent, PrivacyEvent, compose
 from dpaudit.ledger import Record
 from dpaudit.provenance import package_versions
+from dpaudit.records import CHARGE, OPEN, ChargeBody, OpenBody
 from dpaudit.sensitivity import Assumption
 from dpaudit.signing import key_fingerprint, public_key_pem, sign
 
@@ -64,29 +65,41 @@ ADAPTIVE_PARAMETERS = Assumption(
 ACCOUNTING_PACKAGES = ("dpaudit", "opacus", "dp-accounting", "numpy", "scipy")
 
 
-def open_body(records: Sequence[Record]) -> Mapping[str, Any]:
-    """The body of the ledger's ``open`` record (the budget and public metadata)."""
-    if not records or records[0].type != "open":
-        raise VerificationError("ledger does not start with an 'open' record")
-    return records[0].body
+def open_body(records: Sequence[Record]) -> OpenBody:
+    """The body of the ledger's ``open`` record (the budget and public metadata).
+
+    Raises:
+        VerificationError: the ledger does not start with an ``open`` record.
+        LedgerError: its body is malformed.
+    """
+    if not records or records[0].type != OPEN:
+        raise VerificationError(f"ledger does not start with an {OPEN!r} record")
+    return OpenBody.from_dict(records[0].body)
 
 
 def charged_events(records: Sequence[Record]) -> list[tuple[int, PrivacyEvent]]:
-    """(seq, event) of every ``charge`` record, in order."""
-    return [(r.seq, PrivacyEvent.from_dict(r.body["event"])) for r in records if r.type == "charge"]
+    """(seq, event) of every ``charge`` record, in order.
+
+    Raises:
+        LedgerError: a malformed charge body.
+        DPAuditError: an event that does not decode.
+    """
+    return [(r.seq, ChargeBody.from_dict(r.body).privacy_event()) for r in records if r.type == CHARGE]
 
 
-def session_filter(opened: Mapping[str, Any]) -> RenyiFilter | None:
+def session_filter(described: Mapping[str, Any] | None, budget: Mapping[str, Any]) -> RenyiFilter | None:
     """The Rényi filter an adaptive session's ``open`` record names, or None for a fixed-parameter session.
+
+    Args:
+        described: the open record's ``adaptive`` field (None or absent: a fixed-parameter session).
+        budget: the open record's ``budget``.
 
     Raises:
         InvalidParameter: a malformed or unknown filter, or one whose budget differs from the session's.
     """
-    described = opened.get("adaptive")
     if described is None:
         return None
     flt = RenyiFilter.from_dict(described)
-    budget = opened.get("budget", {})
     if (flt.epsilon, flt.delta) != (budget.get("epsilon"), budget.get("delta")):
         raise InvalidParameter(f"the filter's budget ({flt.epsilon}, {flt.delta}) is not the session's {budget}")
     return flt
@@ -123,19 +136,17 @@ def compute_claim(records: Sequence[Record], accountant_name: str | None = None)
         AccountingError: an adaptive session's charges exceed its filter (no certificate may claim the budget).
     """
     opened = open_body(records)
-    flt = session_filter(opened)
+    flt = session_filter(opened.adaptive, opened.budget)
     if flt is not None:
         return filter_claim(flt, charged_events(records))
-    delta = float(opened["budget"]["delta"])
-    accountant = get_accountant(accountant_name or opened["accountant"]["name"])
+    delta = opened.delta
+    accountant = get_accountant(accountant_name or opened.accountant["name"])
     charges = charged_events(records)
     if not charges:
         return {"epsilon": 0.0, "delta": 0.0, "accountant": accountant.name, "attained_by": "none",
                 "accountant_version": accountant.version()}
     event = compose([e for _, e in charges])
-    with_source = getattr(accountant, "epsilon_with_source", None)
-    epsilon, source = with_source(event, delta) if with_source else (accountant.epsilon(event, delta),
-                                                                      accountant.name)
+    epsilon, source = accountant.epsilon_with_source(event, delta)
     return {"epsilon": epsilon, "delta": delta, "accountant": accountant.name, "attained_by": source,
             "accountant_version": accountant.version()}
 
@@ -165,22 +176,23 @@ def build_certificate(records: Sequence[Record], *, key, plugins: Mapping[str, s
     """Build and sign the certificate of a closed ledger."""
     opened = open_body(records)
     charges = charged_events(records)
-    assumptions = collect_assumptions(charges, adaptive=session_filter(opened) is not None)
-    mechanisms = Counter(f"{r.body['plugin']}/{r.body['mechanism']}" for r in records if r.type == "charge")
-    randomness = opened["randomness"]
+    assumptions = collect_assumptions(charges, adaptive=session_filter(opened.adaptive, opened.budget) is not None)
+    mechanisms = Counter(f"{body.plugin}/{body.mechanism}" for body in
+                         (ChargeBody.from_dict(r.body) for r in records if r.type == CHARGE))
+    randomness = opened.randomness
     public_pem = public_key_pem(key)
     claim = compute_claim(records)
     certificate: dict[str, Any] = {
         "format": FORMAT,
-        "run": {"name": opened["name"], "id": opened["run_id"], "store_id": opened["store_id"],
+        "run": {"name": opened.name, "id": opened.run_id, "store_id": opened.store_id,
                 "opened_at": records[0].time, "closed_at": records[-1].time},
         "claim": claim,
-        "budget": opened["budget"],
-        "neighbouring": opened["neighbouring"],
-        "protected_datasets": opened["protected"],
-        "public_datasets": opened["public"],
+        "budget": dict(opened.budget),
+        "neighbouring": opened.neighbouring,
+        "protected_datasets": list(opened.protected),
+        "public_datasets": list(opened.public),
         "guarantee": (f"({claim['epsilon']:.6g}, {claim['delta']:.3g})-DP with respect to "
-                      f"{opened['neighbouring'].replace('_', '/')} neighbours of: {', '.join(opened['protected'])}"),
+                      f"{opened.neighbouring.replace('_', '/')} neighbours of: {', '.join(opened.protected)}"),
         "randomness": randomness,
         "for_release": bool(randomness.get("for_release")),
         "release_status": "for release" if randomness.get("for_release") else
@@ -189,7 +201,7 @@ def build_certificate(records: Sequence[Record], *, key, plugins: Mapping[str, s
         "assumptions": assumptions,
         "mechanisms": dict(sorted(mechanisms.items())),
         "plugins": dict(sorted(plugins.items())),
-        "versions": {"code": opened["code_version"], **package_versions(ACCOUNTING_PACKAGES)},
+        "versions": {"code": opened.code_version, **package_versions(ACCOUNTING_PACKAGES)},
         "ledger": {"head": records[-1].hash, "records": len(records)},
         "confidential_log": None if confidential_experiment is None else {
             "experiment": confidential_experiment,

@@ -88,8 +88,7 @@ def account_dpsgd(sample_rate: float, noise_multiplier: float, steps: int, delta
             neighbouring="add_remove", sensitivity=from_formula("clipped_gradient_sum", "add_remove", clip_norm=1.0),
             sample_rate=sample_rate, noise_multiplier=noise_multiplier, steps=steps, label="dpsgd")
         acc = get_accountant(accountant)
-        with_source = getattr(acc, "epsilon_with_source", None)
-        eps, source = with_source(event, delta) if with_source else (acc.epsilon(event, delta), acc.name)
+        eps, source = acc.epsilon_with_source(event, delta)
     except DPAuditError as exc:
         _fail(exc)
     out = {"epsilon": eps, "delta": delta, "accountant": acc.name, "attained_by": source,

@@ -3,17 +3,19 @@
 A charge pays for the privacy loss of a fixed number of outputs of its mechanism, never for any number of them:
 fifty releases under one ε-DP Laplace charge are a 50ε mechanism, and an AboveThreshold round that keeps
 answering after its first ⊤ is no longer AboveThreshold (Dwork & Roth 2014, Alg. 1 and Thm. 3.23). This module
-states, for every event kind, what one charge covers (:func:`coverage_of`), and replays a charge's outputs
-against it (:func:`after_release`, :func:`after_round_start`, :func:`after_claim`). The session calls these
-functions under its lock *before* it writes a release, so an extra or mis-shaped release writes nothing; ``dpaudit
-verify`` calls the same functions over an exported ledger, so a hand-edited ledger with extra releases fails,
-naming the charge. One implementation serves both (docs/ledger.md, "What one charge covers").
+dispatches, for every event kind, to its mechanism module's rule for what one charge covers (:data:`RULES`,
+:func:`coverage_of`), and replays a charge's outputs against it (:func:`after_release`, :func:`after_round_start`,
+:func:`after_claim`). The session calls these functions under its lock *before* it writes a release, so an extra or
+mis-shaped release writes nothing; ``dpaudit verify`` calls the same functions over an exported ledger, so a
+hand-edited ledger with extra releases fails, naming the charge. One implementation serves both (docs/ledger.md,
+"What one charge covers").
 
 =====================================================  ============================================================
 event                                                  one charge covers
 =====================================================  ============================================================
 ``laplace``, ``gaussian``                              one output of exactly ``dimension`` numbers (``np.size``)
 ``exponential``                                        one index ``i``, an int with ``0 <= i < n_candidates``
+``randomized_response``                                one bit, the index 0 or 1
 ``above_threshold``                                    one round: answers ``{"round", "query", "above"}``, queries
                                                        numbered 0, 1, … consecutively, at most ``max_queries``,
                                                        none after the first ``above: true`` (``{"query",
@@ -33,6 +35,7 @@ event                                                  one charge covers
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -44,9 +47,27 @@ from dpaudit.events import (
     LaplaceEvent,
     PoissonSubsampledGaussianEvent,
     PrivacyEvent,
+    RandomizedResponseEvent,
     RepeatAndSelectEvent,
     SampledWithoutReplacementGaussianEvent,
     SelfComposedEvent,
+)
+from dpaudit.mechanisms import (
+    above_threshold,
+    exponential,
+    gaussian,
+    laplace,
+    randomized_response,
+    repeat_and_select,
+    subsampled_gaussian,
+)
+from dpaudit.mechanisms.outputs import (
+    AboveThresholdRound,
+    Coverage,
+    IndexOutput,
+    TrainingRun,
+    Unit,
+    VectorOutput,
 )
 
 #: the exact keys of one AboveThreshold answer's output
@@ -54,61 +75,17 @@ ANSWER_KEYS = frozenset({"round", "query", "above"})
 #: the keys of an answer written before rounds existed (dpaudit before ``above_threshold_rounds``): round 0
 LEGACY_ANSWER_KEYS = frozenset({"query", "above"})
 
-
-@dataclass(frozen=True)
-class VectorOutput:
-    """One additive-noise output: exactly ``dimension`` finite numbers (a number, or nested lists of numbers)."""
-
-    dimension: int
-
-
-@dataclass(frozen=True)
-class IndexOutput:
-    """One exponential-mechanism choice: an int ``i`` with ``0 <= i < n_candidates``."""
-
-    n_candidates: int
-
-
-@dataclass(frozen=True)
-class AboveThresholdRound:
-    """One AboveThreshold run: at most ``max_queries`` answers, numbered consecutively, none after the first ⊤."""
-
-    max_queries: int
-
-
-@dataclass(frozen=True)
-class TrainingRun:
-    """One training run (DP-SGD): claimed once before it starts; one output (the trained model or its digest)."""
-
-
-@dataclass(frozen=True)
-class SelectedOutput:
-    """The one output of a repeat-and-select: the selected repetition's, or that nothing was selected."""
-
-
-Unit = VectorOutput | IndexOutput | AboveThresholdRound | TrainingRun | SelectedOutput
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """What one charge covers: at most ``count`` units of kind ``unit``."""
-
-    unit: Unit
-    count: int
-
-    def describe(self) -> str:
-        """A one-line public description, e.g. ``"1 output of 3 numbers"``."""
-        unit = self.unit
-        if isinstance(unit, VectorOutput):
-            return f"{self.count} output(s) of {unit.dimension} number(s) each"
-        if isinstance(unit, IndexOutput):
-            return f"{self.count} index(es) in [0, {unit.n_candidates})"
-        if isinstance(unit, AboveThresholdRound):
-            return (f"{self.count} AboveThreshold round(s), each at most {unit.max_queries} answer(s) and none after "
-                    "its first above-threshold answer")
-        if isinstance(unit, TrainingRun):
-            return f"{self.count} training run(s) with one output each"
-        return f"{self.count} selected output(s)"
+#: each mechanism module's rule for what one charge of its event covers
+RULES: dict[type[PrivacyEvent], Callable[[Any], Coverage]] = {
+    LaplaceEvent: laplace.coverage,
+    GaussianEvent: gaussian.coverage,
+    ExponentialEvent: exponential.coverage,
+    AboveThresholdEvent: above_threshold.coverage,
+    RandomizedResponseEvent: randomized_response.coverage,
+    PoissonSubsampledGaussianEvent: subsampled_gaussian.coverage,
+    SampledWithoutReplacementGaussianEvent: subsampled_gaussian.coverage,
+    RepeatAndSelectEvent: repeat_and_select.coverage,
+}
 
 
 @dataclass(frozen=True)
@@ -152,16 +129,9 @@ def coverage_of(event: PrivacyEvent) -> Coverage:
     if isinstance(event, SelfComposedEvent):
         inner = coverage_of(event.event)
         return Coverage(inner.unit, inner.count * event.count)
-    if isinstance(event, (LaplaceEvent, GaussianEvent)):
-        return Coverage(VectorOutput(event.dimension), 1)
-    if isinstance(event, ExponentialEvent):
-        return Coverage(IndexOutput(event.n_candidates), 1)
-    if isinstance(event, AboveThresholdEvent):
-        return Coverage(AboveThresholdRound(event.max_queries), 1)
-    if isinstance(event, (PoissonSubsampledGaussianEvent, SampledWithoutReplacementGaussianEvent)):
-        return Coverage(TrainingRun(), 1)
-    if isinstance(event, RepeatAndSelectEvent):
-        return Coverage(SelectedOutput(), 1)
+    for cls in type(event).__mro__:
+        if cls in RULES:
+            return RULES[cls](event)
     raise UncoveredRelease(f"a {event.kind} event has no release rule (which output belongs to which of its parts "
                            "is not recorded): charge its parts separately and release against each")
 

@@ -8,7 +8,7 @@ public: its first half validates the candidates, its second half tests the final
 2. runs the ``constant-overhead`` plugin (Ding, Wu, Xu & Pan 2023, Alg. 1): 8 candidates (learning rate ×
    clipping norm, shared σ, epochs and batch size), k = 10 record-keyed partitions with non-private partition
    models, at most T_max = 8 AboveThreshold rounds of ϵ = 0.5 each (kϵ = 5, the paper's k ≥ 5/ϵ), charged up
-   front; then DP-SGD on the full training set with the selected candidate through ``opacus-training``;
+   front; then DP-SGD on the full training set with the selected candidate (the tuning kit, ``dpaudit.tuning``);
 3. closes the session, writes and signs its certificate, and verifies the run folder offline.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from dpaudit.data.adult import TRAIN_NAME, load_adult
+from dpaudit.data.catalog import TRAIN_NAME
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.registry import get_plugin
 from dpaudit.sensitivity import from_formula
@@ -58,14 +58,15 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
     """
     config = demo_config(epochs, overrides)
     plugin = get_plugin("constant-overhead")
-    data = load_adult(train_rows=config.get("train_rows"), test_rows=config.get("test_rows"))
     rng = SeededRandom(seed) if seed is not None else None
-    echo(f"dpaudit demo: UCI Adult, {len(data.y_train)} training / {len(data.y_test)} public test records "
-         f"(half validation, half final test); budget epsilon={BUDGET[0]}, delta={BUDGET[1]}")
     with Session(epsilon=BUDGET[0], delta=BUDGET[1], name="dpaudit-demo", neighbouring="add_remove",
                  protected=(TRAIN_NAME,), public=plugin.public, rng=rng, store=store, tracking_uri=tracking_uri,
                  signing_key=signing_key) as s:
-        n = s.laplace(float(len(data.y_train)), from_formula("count", "add_remove"), epsilon=COUNT_EPSILON,
+        # the data through the session, like a plugin's: the access is recorded in the ledger
+        train = s.data(TRAIN_NAME, rows=config.get("train_rows"))
+        echo(f"dpaudit demo: UCI Adult, public test records split in half (validation, final test); budget "
+             f"epsilon={BUDGET[0]}, delta={BUDGET[1]}")
+        n = s.laplace(float(len(train)), from_formula("count", "add_remove"), epsilon=COUNT_EPSILON,
                       label="number of training records")
         echo(f"  noisy number of training records: {n:.0f}")
         echo(f"  constant-overhead selection: {len(config['candidates'])} candidates, k={config['k']} partitions, "

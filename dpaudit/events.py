@@ -277,6 +277,25 @@ class AboveThresholdEvent(LeafEvent):
 
 @_register
 @dataclass(frozen=True, kw_only=True)
+class RandomizedResponseEvent(LeafEvent):
+    """Randomized response on one bit (Warner 1965; Dwork & Roth 2014, Sec. 3.2): the true bit is reported with
+    probability e^ε/(1 + e^ε) and flipped otherwise, which is ε-DP for any 0/1-valued function of the data set.
+
+    Attributes:
+        epsilon: the pure-DP charge; the flip probability 1/(1 + e^ε) is derived from it.
+    """
+
+    kind: ClassVar[str] = "randomized_response"
+    scalar_query: ClassVar[bool] = True
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_epsilon(self.epsilon)
+
+
+@_register
+@dataclass(frozen=True, kw_only=True)
 class PoissonSubsampledGaussianEvent(LeafEvent):
     """``steps`` DP-SGD steps: Poisson sampling at rate q, clipped sum, Gaussian noise σ·C (Abadi et al. 2016).
 

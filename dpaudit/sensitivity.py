@@ -237,6 +237,10 @@ def _count(inputs: Mapping[str, Any], nb: Neighbouring) -> float:
     return 1.0
 
 
+def _bit(inputs: Mapping[str, Any], nb: Neighbouring) -> float:
+    return 1.0
+
+
 def _bounded_mean(inputs: Mapping[str, Any], nb: Neighbouring) -> float:
     if nb is not Neighbouring.REPLACE_ONE:
         raise InvalidParameter("bounded_mean with a public n needs replace-one neighbours (n is not public under "
@@ -258,6 +262,8 @@ for _f in (
             Norm.ABS, _bounded_sum),
     Formula("count", "number of records satisfying a public predicate", "Dwork & Roth 2014, Sec. 3.3, Example 3.1",
             Norm.ABS, _count),
+    Formula("bit", "a 0/1-valued function of the data set", "Dwork & Roth 2014, Sec. 3.2 (randomized response)",
+            Norm.ABS, _bit),
     Formula("bounded_mean", "mean of n values clipped to [lower, upper], n public (replace-one only)",
             "Dwork & Roth 2014, Sec. 3.3", Norm.ABS, _bounded_mean),
     Formula("clipped_gradient_sum", "sum of per-example gradients clipped to L2 norm clip_norm",

@@ -4,7 +4,9 @@ The path of one release (DESIGN.md): build the :class:`~dpaudit.events.PrivacyEv
 admits it or raises :class:`~dpaudit.errors.BudgetExceeded` → a fsynced ``charge`` record is appended to the
 ledger (write-ahead: before any noise exists) → noise is drawn with an exact sampler from a secure source → a
 fsynced ``release`` record holding the noisy output is appended → the output is returned. Records are mirrored
-to MLflow in batches. Closing the session composes every charge into a signed certificate.
+to MLflow in batches, after the session's lock is released (:mod:`dpaudit.tracking.session_mirror`). Closing the
+session composes every charge into a signed certificate. Selection helpers (AboveThreshold rounds, the
+repeat-and-select commitment) live in :mod:`dpaudit.selection`, record bodies in :mod:`dpaudit.records`.
 
 Example:
     >>> from dpaudit import Session
@@ -16,17 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dpaudit import canonical, transparency
 from dpaudit import store as run_store
+from dpaudit import transparency
 from dpaudit.accounting import DEFAULT_ACCOUNTANT, get_accountant
 from dpaudit.accounting.filters import DEFAULT_FILTER_ORDERS, FILTER_NAME, FILTER_VERSION
 from dpaudit.budget import AdaptiveBudgetFilter, BudgetFilter
@@ -34,37 +34,42 @@ from dpaudit.certificate import build_certificate, write_certificate
 from dpaudit.coverage import (
     AboveThresholdRound,
     CoverageState,
-    RoundState,
     after_claim,
     after_release,
     after_round_start,
     next_query,
     unused,
 )
+from dpaudit.data.access import open_data
+from dpaudit.data.catalog import DataSet
 from dpaudit.errors import DPAuditError, InvalidParameter, UncoveredRelease, UnsupportedEvent
 from dpaudit.events import (
-    AboveThresholdEvent,
     ExponentialEvent,
-    GaussianEvent,
     LaplaceEvent,
     PrivacyEvent,
-    RepeatAndSelectEvent,
-    SelfComposedEvent,
     compose,
     neighbouring_of,
 )
 from dpaudit.ledger import Ledger, Record
-from dpaudit.mechanisms import calibration
+from dpaudit.mechanisms import above_threshold, exponential, gaussian, laplace, randomized_response
 from dpaudit.mechanisms.above_threshold import AboveThreshold
-from dpaudit.mechanisms.additive import release_gaussian, release_laplace
-from dpaudit.mechanisms.exponential import sample_exponential
 from dpaudit.mechanisms.randomness import RandomSource, SecureRandom
-from dpaudit.mechanisms.repetitions import sample_repetitions
+from dpaudit.mechanisms.repeat_and_select import repeat_and_select_event, sample_repetitions
+from dpaudit.plugin_session import PluginSession, check_plugin_identity
 from dpaudit.provenance import code_version, dpaudit_version
 from dpaudit.public_values import CONFIDENTIAL_KEYS, check_public
+from dpaudit.records import CHARGE, ChargeBody, CloseBody, InfoBody, OpenBody, RecordBody, ReleaseBody
+from dpaudit.selection import (
+    AboveThresholdRounds,
+    AuditedAboveThreshold,
+    commit_repetitions,
+)
 from dpaudit.sensitivity import Neighbouring, Norm, Sensitivity, declared
 from dpaudit.signing import load_or_create_key, public_key_fingerprint
-from dpaudit.validation import check_count, check_delta, check_epsilon
+from dpaudit.tracking.session_mirror import open_session_mirror
+from dpaudit.validation import check_delta, check_epsilon
+
+__all__ = ["AboveThresholdRounds", "AuditedAboveThreshold", "Charge", "Session"]  # views from dpaudit.selection
 
 
 @dataclass(frozen=True)
@@ -97,8 +102,10 @@ def _jsonable(value: Any) -> Any:
 
 
 def _budget_filter(epsilon: float, delta: float, accountant: str | None, adaptive: bool,
-                   filter_orders: Sequence[float] | None) -> tuple[BudgetFilter | AdaptiveBudgetFilter, dict[str, Any]]:
-    """The session's budget filter and what the ``open`` record says about its accounting.
+                   filter_orders: Sequence[float] | None
+                   ) -> tuple[BudgetFilter | AdaptiveBudgetFilter, dict[str, str], dict[str, Any] | None]:
+    """The session's budget filter and what the ``open`` record says about its accounting: the accountant's name and
+    version, and the Rényi filter's description for an adaptive session (None otherwise).
 
     Raises:
         InvalidParameter: an accountant named for an adaptive session, orders for a fixed one, bad orders.
@@ -107,15 +114,13 @@ def _budget_filter(epsilon: float, delta: float, accountant: str | None, adaptiv
         if filter_orders is not None:
             raise InvalidParameter("filter_orders applies to an adaptive session only (adaptive=True)")
         chosen = get_accountant(accountant or DEFAULT_ACCOUNTANT)
-        return (BudgetFilter(epsilon, delta, chosen),
-                {"accountant": {"name": chosen.name, "version": chosen.version()}})
+        return BudgetFilter(epsilon, delta, chosen), {"name": chosen.name, "version": chosen.version()}, None
     if accountant is not None:
         raise InvalidParameter(f"an adaptive session is accounted by its Renyi filter, not by the {accountant!r} "
                                "accountant (the fixed-parameter accountants need parameters fixed in advance)")
     adaptive_filter = AdaptiveBudgetFilter(epsilon, delta, DEFAULT_FILTER_ORDERS if filter_orders is None
                                            else filter_orders)
-    return adaptive_filter, {"accountant": {"name": FILTER_NAME, "version": FILTER_VERSION},
-                             "adaptive": adaptive_filter.filter.to_dict()}
+    return adaptive_filter, {"name": FILTER_NAME, "version": FILTER_VERSION}, adaptive_filter.filter.to_dict()
 
 
 class Session:
@@ -177,7 +182,8 @@ class Session:
         self.protected = tuple(protected)
         self.public = tuple(public)
         self.rng = rng if rng is not None else SecureRandom()
-        self._filter, accounting = _budget_filter(epsilon, delta, accountant, adaptive, filter_orders)
+        self._filter, accounted_by, adaptive_filter = _budget_filter(epsilon, delta, accountant, adaptive,
+                                                                      filter_orders)
         self._root = run_store.store_root(store)
         self._key_path = Path(signing_key) if signing_key else run_store.default_key_path(self._root)
         # the key and the store id are fixed at open: the open record, the MLflow tag and the certificate name them
@@ -185,51 +191,29 @@ class Session:
         self.key_fingerprint = public_key_fingerprint(self._key)
         self.store_id = run_store.load_or_create_store_id(self._root)
         self._charges: dict[int, Charge] = {}
-        self._mirror = None
-        self._mirror_error: Exception | None = None
-        self._confidential = None
         self._closed = False
+        self._lock_depth = 0  # how deep the thread holding the session lock is nested in _locked()
         self._plugins: dict[str, str] = {}
         # what each charge has used of what it covers, and the live AboveThreshold rounds (their noisy thresholds),
         # keyed by charge seq; private, changed only under the filter lock (dpaudit/coverage.py)
         self._coverage: dict[int, CoverageState] = {}
         self._rounds: dict[tuple[int, int], AboveThreshold] = {}
-        self._trial_run: str | None = None
-        self._mirrored_to: dict[int, str] = {}  # ledger seq -> the MLflow run (session or trial) it belongs to
-
-        if mirror:
-            from dpaudit.tracking import KEY_FINGERPRINT_TAG, MlflowMirror, resolve_tracking_uri
-
-            self._mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), experiment="dpaudit")
-            self.run_id = self._mirror.start_run(
-                name, params={"budget_epsilon": str(epsilon), "budget_delta": str(delta),
-                              "neighbouring": self.neighbouring.value, "accountant": accounting["accountant"]["name"]},
-                tags={"dpaudit.protected": ", ".join(self.protected), "dpaudit.for_release": str(self.rng.for_release),
-                      KEY_FINGERPRINT_TAG: self.key_fingerprint},
-            )
-            if confidential:
-                from dpaudit.tracking import ConfidentialLog
-
-                self._confidential = ConfidentialLog(self._mirror, "dpaudit")
-        else:
-            self.run_id = uuid.uuid4().hex
+        # the MLflow mirror (a no-op when off): records are queued under the lock and sent after it is released
+        self._tracking = open_session_mirror(
+            mirror, tracking_uri, name,
+            params={"budget_epsilon": str(epsilon), "budget_delta": str(delta),
+                    "neighbouring": self.neighbouring.value, "accountant": accounted_by["name"]},
+            tags={"dpaudit.protected": ", ".join(self.protected), "dpaudit.for_release": str(self.rng.for_release)},
+            key_fingerprint=self.key_fingerprint, confidential=confidential)
+        self.run_id = self._tracking.run_id
         self.run_dir = self._root / self.run_id
         self._ledger = Ledger.create(self.run_dir / run_store.LEDGER)
-        self._append("open", {
-            "name": name,
-            "run_id": self.run_id,
-            "store_id": self.store_id,
-            "signing_key_fingerprint": self.key_fingerprint,
-            "budget": {"epsilon": epsilon, "delta": delta},
-            "neighbouring": self.neighbouring.value,
-            "protected": list(self.protected),
-            "public": list(self.public),
-            **accounting,
-            "randomness": self.rng.describe(),
-            "dpaudit_version": dpaudit_version(),
-            "code_version": code_version(),
-            "confidential_log": bool(confidential),
-        })
+        self._append(OpenBody(
+            name=name, run_id=self.run_id, store_id=self.store_id, signing_key_fingerprint=self.key_fingerprint,
+            budget={"epsilon": epsilon, "delta": delta}, neighbouring=self.neighbouring.value,
+            protected=self.protected, public=self.public, accountant=accounted_by, adaptive=adaptive_filter,
+            randomness=self.rng.describe(), dpaudit_version=dpaudit_version(), code_version=code_version(),
+            confidential_log=bool(confidential)))
 
     # --- context management -----------------------------------------------------------------------------------
 
@@ -274,34 +258,45 @@ class Session:
 
     # --- the audited path -------------------------------------------------------------------------------------
 
-    def _append(self, kind: str, body: dict[str, Any]) -> Record:
-        """Append one record and mirror it, under the session's lock (the filter lock).
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The session's lock (the filter lock); leaving its outermost level sends the queued records to MLflow.
 
-        One lock orders ledger appends and their mirroring (a run must receive its records in ledger order), and
-        makes "is the session open?" and the append one step. The body is checked for confidential keys first
+        Ledger appends, admissions and coverage changes happen under this lock; the mirror's sends happen after the
+        thread releases it (:mod:`dpaudit.tracking.session_mirror`), so a slow MLflow server never blocks another
+        thread's charge. The depth counter changes only while the lock is held, by the thread holding it.
+        """
+        outermost = False
+        try:
+            with self._filter.lock:
+                self._lock_depth += 1
+                try:
+                    yield
+                finally:
+                    self._lock_depth -= 1
+                    outermost = self._lock_depth == 0
+        finally:
+            if outermost:
+                self._tracking.drain()
+
+    def _append(self, body: RecordBody) -> Record:
+        """Append one record and queue it for the mirror, under the session's lock.
+
+        The lock makes "is the session open?", the append and the queueing one step (queue order is ledger order,
+        so every MLflow run receives its records in ledger order). The body is checked for confidential keys first
         (:func:`dpaudit.public_values.check_public`), whatever the mirror setting: a refused body writes nothing.
 
         Raises:
             InvalidParameter: the body holds a confidential key (e.g. ``true_value``).
             DPAuditError: the session is closed.
         """
-        check_public(body, CONFIDENTIAL_KEYS, f"{kind} record")
-        with self._filter.lock:
+        described = body.to_dict()
+        check_public(described, CONFIDENTIAL_KEYS, f"{body.TYPE} record")
+        with self._locked():
             self._check_open()
-            record = self._ledger.append(kind, body)
-            self._mirror_record(record)
+            record = self._ledger.append(body.TYPE, described)
+            self._tracking.enqueue(record, self._filter.spent)
         return record
-
-    def _mirror_record(self, record: Record) -> None:
-        """Mirror one record to the current run (caller holds the filter lock)."""
-        run = self._trial_run or self.run_id
-        self._mirrored_to[record.seq] = run
-        if self._mirror is None or self._mirror_error is not None:
-            return
-        try:
-            self._mirror.record(run, asdict(record), self._filter.spent)
-        except Exception as exc:  # the ledger is the source of truth; the mirror catches up on close
-            self._mirror_error = exc
 
     def _check_open(self) -> None:
         if self._closed:
@@ -324,17 +319,16 @@ class Session:
             )
         described = event.to_dict()
         check_public(described, CONFIDENTIAL_KEYS, "charge record")
-        with self._filter.lock:
+        with self._locked():
             self._check_open()
             admission = self._filter.admit(event)
-            record = self._ledger.append("charge", {
-                "event": described, "plugin": plugin, "mechanism": mechanism,
-                "epsilon_spent": admission.epsilon, "bound_source": admission.source,
-            })
+            record = self._ledger.append(CHARGE, ChargeBody(event=described, plugin=plugin, mechanism=mechanism,
+                                                            epsilon_spent=admission.epsilon,
+                                                            bound_source=admission.source).to_dict())
             self._filter.commit(event, admission)
             charge = Charge(record.seq, event, plugin, mechanism)
             self._charges[record.seq] = charge
-            self._mirror_record(record)
+            self._tracking.enqueue(record, self._filter.spent)
         return charge
 
     def holds(self, charge: Charge) -> bool:
@@ -355,7 +349,7 @@ class Session:
                 one charged, the charge has no release rule, or it is an AboveThreshold charge (whose answers only
                 :meth:`AuditedAboveThreshold.test` releases). Nothing is written.
         """
-        with self._filter.lock:
+        with self._locked():
             if isinstance(self.coverage(charge).coverage.unit, AboveThresholdRound):
                 raise UncoveredRelease(f"charge {charge.seq} is an AboveThreshold charge: its answers are released "
                                        "only by the rounds the session runs (AboveThresholdRounds.next_round)")
@@ -363,12 +357,12 @@ class Session:
 
     def _release(self, charge: Charge, output: Any) -> None:
         """Check that ``charge`` covers ``output``, append its release record and count it, in one locked step."""
-        body = {"charge_seq": charge.seq, "plugin": charge.plugin, "mechanism": charge.mechanism,
-                "label": getattr(charge.event, "label", ""), "output": _jsonable(output)}
-        with self._filter.lock:
+        body = ReleaseBody(charge_seq=charge.seq, plugin=charge.plugin, mechanism=charge.mechanism,
+                           label=getattr(charge.event, "label", ""), output=_jsonable(output))
+        with self._locked():
             self._check_open()
-            used = self._covered(charge, lambda state: after_release(state, body["output"]))
-            self._append("release", body)
+            used = self._covered(charge, lambda state: after_release(state, body.output))
+            self._append(body)
             self._coverage[charge.seq] = used
 
     def coverage(self, charge: Charge) -> CoverageState:
@@ -378,7 +372,7 @@ class Session:
             InvalidParameter: the charge was not made by this session.
             UncoveredRelease: the charged event has no release rule (a composition of different events).
         """
-        with self._filter.lock:
+        with self._locked():
             return self._covered(charge, lambda state: state)
 
     def claim(self, charge: Charge) -> None:
@@ -392,7 +386,7 @@ class Session:
             InvalidParameter: the charge was not made by this session.
             UncoveredRelease: the charge is not a training charge, or its run(s) already started.
         """
-        with self._filter.lock:
+        with self._locked():
             self._check_open()
             self._coverage[charge.seq] = self._covered(charge, after_claim)
 
@@ -406,21 +400,22 @@ class Session:
         except UncoveredRelease as exc:
             raise UncoveredRelease(f"charge {charge.seq} ({charge.mechanism}): {exc}") from None
 
-    def _start_round(self, charge: Charge, threshold: float) -> AuditedAboveThreshold:
-        """Start the next charged AboveThreshold round of ``charge``: draw its noisy threshold, keep it here."""
-        with self._filter.lock:
+    def _start_round(self, charge: Charge, threshold: float) -> int:
+        """Start the next charged AboveThreshold round of ``charge``: draw its noisy threshold, keep it here.
+
+        Returns:
+            The round's index (for :class:`~dpaudit.selection.AuditedAboveThreshold`).
+        """
+        with self._locked():
             self._check_open()
             started, index = self._covered(charge, after_round_start)
-            leaf = next(charge.event.leaves())[0]  # an AboveThreshold charge is one leaf, self-composed
-            assert isinstance(leaf, AboveThresholdEvent)
-            self._rounds[(charge.seq, index)] = AboveThreshold(threshold, leaf.threshold_scale, leaf.query_scale,
-                                                               leaf.grid, leaf.max_queries, self.rng)
+            self._rounds[(charge.seq, index)] = above_threshold.start_round(charge.event, threshold, self.rng)
             self._coverage[charge.seq] = started
-        return AuditedAboveThreshold(self, charge, index)
+        return index
 
     def _answer(self, charge: Charge, round_index: int, value: float) -> bool:
         """Answer one query of a started round: check coverage, draw the query noise, write the answer, return it."""
-        with self._filter.lock:
+        with self._locked():
             self._check_open()
             query = self._covered(charge, lambda state: next_query(state, round_index))
             mechanism = self._rounds.get((charge.seq, round_index))
@@ -437,82 +432,59 @@ class Session:
             InvalidParameter: the body holds a confidential key (nothing is written, whatever the mirror setting).
         """
         self._check_open()
-        self._append("info", {"plugin": plugin, "info": _jsonable(dict(body))})
+        self._append(InfoBody(plugin=plugin, info=_jsonable(dict(body))))
 
     def register_plugin(self, name: str, version: str) -> None:
         """Note a plugin (and its version) that acts in this session; it is listed in the certificate."""
         self._plugins[name] = version
 
-    def log_public_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+    def log_public_metrics(self, metrics: Mapping[str, float], step: int = 0, *, plugin: str = "session") -> None:
         """Mirror metrics computed on PUBLIC data only (e.g. accuracy on a public test set)."""
         self._check_open()
-        self.record_info("session", {"public_metrics": dict(metrics), "step": step})
-        if self._mirror is not None and self._mirror_error is None:
-            try:
-                self._mirror.log_public_metrics(self._trial_run or self.run_id, dict(metrics), step)
-            except Exception as exc:
-                self._mirror_error = exc
+        self.record_info(plugin, {"public_metrics": dict(metrics), "step": step})
+        self._tracking.log_public_metrics(metrics, step)
 
     def log_confidential(self, values: Mapping[str, float], step: int = 0) -> None:
-        """Log raw, NON-private values into the separate confidential experiment (only if enabled at open)."""
-        if self._confidential is None:
-            raise DPAuditError("confidential logging is off: open the Session with confidential=True (values "
-                               "logged there are not differentially private and are outside the release)")
-        self._confidential.log(self.name, dict(values), step)
+        """Log raw, NON-private values into the separate confidential experiment (only if enabled at open).
 
-    @contextlib.contextmanager
-    def trial(self, name: str) -> Iterator[None]:
-        """Mirror the records made inside the block to a nested MLflow run (one tuning trial)."""
-        if self._mirror is None:
-            yield
-            return
-        previous = self._trial_run
-        self._trial_run = self._mirror.start_run(name, params={}, tags={}, parent_run_id=self.run_id)
-        try:
-            yield
-        finally:
-            self._mirror.end_run(self._trial_run)
-            self._trial_run = previous
+        Raises:
+            DPAuditError: confidential logging is off.
+        """
+        self._tracking.log_confidential(self.name, values, step)
 
-    # --- mechanisms -------------------------------------------------------------------------------------------
+    def trial(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """Mirror the records made inside the ``with`` block to a nested MLflow run (one tuning trial)."""
+        return self._tracking.trial(name)
+
+    # --- mechanisms: thin calls into dpaudit/mechanisms/<name>.py (event, calibration, release) -----------------
 
     def laplace(self, value: Any, sensitivity: float | Sensitivity, epsilon: float, *, label: str = "",
-                grid: float | None = None) -> Any:
+                grid: float | None = None, plugin: str = "session") -> Any:
         """Release ``value`` (a number or array) with discrete Laplace noise; ε-DP for L1 sensitivity Δ."""
         event = self.laplace_event(sensitivity, epsilon, dimension=int(np.size(value)), label=label, grid=grid)
-        charge = self.charge(event, plugin="session", mechanism="laplace")
-        out = release_laplace(value, event.scale, event.grid, self.rng)
+        charge = self.charge(event, plugin=plugin, mechanism="laplace")
+        out = laplace.release(event, value, self.rng)
         self.record_release(charge, out)
         return out
 
     def laplace_event(self, sensitivity: float | Sensitivity, epsilon: float, *, dimension: int = 1,
                       label: str = "", grid: float | None = None) -> LaplaceEvent:
         """The event :meth:`laplace` charges for a ``dimension``-coordinate release (for :meth:`check_affordable`)."""
-        sens = _as_sensitivity(sensitivity, Norm.L1, "laplace")
-        epsilon = check_epsilon(epsilon)
-        grid = grid if grid is not None else calibration.default_grid(sens.value)
-        scale = calibration.calibrate_laplace_scale(epsilon, sens.value, grid, dimension)
-        return LaplaceEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label, epsilon=epsilon,
-                            scale=scale, grid=grid, dimension=dimension)
+        return laplace.laplace_event(self.neighbouring, _as_sensitivity(sensitivity, Norm.L1, "laplace"), epsilon,
+                                     dimension=dimension, label=label, grid=grid)
 
     def gaussian(self, value: Any, sensitivity: float | Sensitivity, epsilon: float, delta: float, *,
-                 label: str = "", grid: float | None = None) -> Any:
+                 label: str = "", grid: float | None = None, plugin: str = "session") -> Any:
         """Release ``value`` with discrete Gaussian noise calibrated to (ε, δ) for L2 sensitivity Δ."""
-        sens = _as_sensitivity(sensitivity, Norm.L2, "gaussian")
-        epsilon = check_epsilon(epsilon)
-        delta = check_delta(delta, allow_zero=False)
-        dimension = int(np.size(value))
-        grid = grid if grid is not None else calibration.default_grid(sens.value)
-        sigma = calibration.calibrate_discrete_gaussian(epsilon, delta, sens.value, grid, dimension)
-        event = GaussianEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label, epsilon=epsilon,
-                              delta=delta, sigma=sigma, grid=grid, dimension=dimension)
-        charge = self.charge(event, plugin="session", mechanism="gaussian")
-        out = release_gaussian(value, sigma, grid, self.rng)
+        event = gaussian.gaussian_event(self.neighbouring, _as_sensitivity(sensitivity, Norm.L2, "gaussian"), epsilon,
+                                        delta, dimension=int(np.size(value)), label=label, grid=grid)
+        charge = self.charge(event, plugin=plugin, mechanism="gaussian")
+        out = gaussian.release(event, value, self.rng)
         self.record_release(charge, out)
         return out
 
     def exponential(self, scores: Sequence[float], sensitivity: float | Sensitivity, epsilon: float, *,
-                    monotone: bool = False, label: str = "") -> int:
+                    monotone: bool = False, label: str = "", plugin: str = "session") -> int:
         """Choose a candidate index with the exponential mechanism (exact sampler); ε-DP.
 
         ``monotone=True`` halves the noise (rate ε/Δ instead of ε/(2Δ)) on the caller's word that every score moves in
@@ -522,17 +494,32 @@ class Session:
         scores = list(scores)  # exact: ints and Fractions are not rounded to floats (the sampler is exact on them)
         event = self.exponential_event(sensitivity, epsilon, n_candidates=len(scores), monotone=monotone,
                                        label=label)
-        charge = self.charge(event, plugin="session", mechanism="exponential")
-        index = sample_exponential(scores, epsilon, event.sensitivity.value, monotone, self.rng)
+        charge = self.charge(event, plugin=plugin, mechanism="exponential")
+        index = exponential.release(event, scores, self.rng)
         self.record_release(charge, index)
         return index
 
     def exponential_event(self, sensitivity: float | Sensitivity, epsilon: float, *, n_candidates: int,
                           monotone: bool = False, label: str = "") -> ExponentialEvent:
         """The event :meth:`exponential` charges for ``n_candidates`` candidates (for :meth:`check_affordable`)."""
-        sens = _as_sensitivity(sensitivity, Norm.L1, "exponential")
-        return ExponentialEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label,
-                                epsilon=check_epsilon(epsilon), n_candidates=n_candidates, monotone=monotone)
+        return exponential.exponential_event(self.neighbouring, _as_sensitivity(sensitivity, Norm.L1, "exponential"),
+                                             epsilon, n_candidates=n_candidates, monotone=monotone, label=label)
+
+    def randomized_response(self, bit: bool, epsilon: float, *, label: str = "", plugin: str = "session") -> bool:
+        """Release one bit by randomized response (Warner 1965): kept with probability e^ε/(1 + e^ε); ε-DP.
+
+        The ledger records the reported bit as the index 0 or 1.
+
+        Raises:
+            InvalidParameter: ``bit`` is not a bool (checked before anything is charged).
+        """
+        if not isinstance(bit, (bool, np.bool_)):
+            raise InvalidParameter(f"randomized_response needs a bool, got {bit!r}")
+        event = randomized_response.randomized_response_event(self.neighbouring, epsilon, label=label)
+        charge = self.charge(event, plugin=plugin, mechanism="randomized_response")
+        reported = randomized_response.release(event, bool(bit), self.rng)
+        self.record_release(charge, int(reported))
+        return reported
 
     def above_threshold(self, threshold: float, sensitivity: float | Sensitivity, epsilon: float, *,
                         max_queries: int, label: str = "", grid: float | None = None,
@@ -559,15 +546,9 @@ class Session:
     def above_threshold_rounds_event(self, sensitivity: float | Sensitivity, epsilon: float, *, max_queries: int,
                                      rounds: int, label: str = "", grid: float | None = None) -> PrivacyEvent:
         """The event :meth:`above_threshold_rounds` charges, calibrated, not charged (for :meth:`check_affordable`)."""
-        sens = _as_sensitivity(sensitivity, Norm.L1, "above_threshold")
-        epsilon = check_epsilon(epsilon)
-        check_count("max_queries", max_queries)
-        check_count("rounds", rounds)
-        grid = grid if grid is not None else calibration.default_grid(sens.value)
-        t_scale, q_scale = calibration.calibrate_above_threshold(epsilon, sens.value, grid)
-        leaf = AboveThresholdEvent(neighbouring=self.neighbouring, sensitivity=sens, label=label, epsilon=epsilon,
-                                   threshold_scale=t_scale, query_scale=q_scale, grid=grid, max_queries=max_queries)
-        return leaf if rounds == 1 else SelfComposedEvent(event=leaf, count=rounds)
+        return above_threshold.above_threshold_event(
+            self.neighbouring, _as_sensitivity(sensitivity, Norm.L1, "above_threshold"), epsilon,
+            max_queries=max_queries, rounds=rounds, label=label, grid=grid)
 
     def check_affordable(self, events: Sequence[PrivacyEvent]) -> float:
         """Check, without charging, that ``events`` together fit what is left of the budget.
@@ -631,28 +612,11 @@ class Session:
             InvalidParameter: bad law parameters, or a law without an exact sampler (checked before charging).
             BudgetExceeded: the budget cannot pay for it (nothing is charged, K is not drawn).
         """
-        unknown = set(params) - {"gamma", "eta", "mu"}
-        if unknown:
-            raise InvalidParameter(f"unknown repetition parameters {sorted(unknown)}")
-        event = RepeatAndSelectEvent(event=base_event, distribution=distribution, label=label,
-                                     **{k: float(v) for k, v in params.items()})
-        if distribution == "truncated_negative_binomial" and not (event.eta >= 1 and float(event.eta).is_integer()):
-            raise InvalidParameter(f"K ~ TNB(eta={event.eta}) has no exact sampler here: use a whole eta >= 1")
+        event = repeat_and_select_event(base_event, distribution, params, label)
         charge = self.charge(event, plugin=plugin, mechanism="repeat_and_select")
         frozen_at = self._ledger.freeze_clock()  # before K exists: no record time after this depends on K
         repetitions = sample_repetitions(distribution, event.parameters(), self.rng)
-        opening = {"charge_seq": charge.seq, "repetitions": repetitions,
-                   "salt": f"{self.rng.randbelow(2**256):064x}"}
-        folder = self.run_dir / "confidential"
-        folder.mkdir(exist_ok=True)
-        (folder / f"repetitions-{charge.seq}.json").write_text(canonical.dumps(opening), encoding="utf-8")
-        self.record_info(plugin, {"repetitions_commitment": canonical.sha256_hex(canonical.encode(opening)),
-                                  "commitment_scheme": "sha256(canonical JSON of {charge_seq, repetitions, salt}); "
-                                  "opening kept by the run owner, outside the release",
-                                  "clock_frozen_at": frozen_at,
-                                  "clock": "frozen right after this charge, before K was drawn, until the session "
-                                  "closes: no record time from here on depends on K (the K repetitions' duration "
-                                  "would reveal K)"})
+        self.record_info(plugin, commit_repetitions(self.run_dir, charge.seq, repetitions, self.rng, frozen_at))
         return charge, repetitions
 
     # --- closing ----------------------------------------------------------------------------------------------
@@ -664,13 +628,12 @@ class Session:
         """
         if self._closed:
             return json.loads(self.certificate_path.read_text())
-        with self._filter.lock:  # the close record and the flag are one step: no release slips in after close
-            self._append("close", {"status": status, "charges": len(self._charges)})
+        with self._locked():  # the close record and the flag are one step: no release slips in after close
+            self._append(CloseBody(status=status, charges=len(self._charges)))
             self._closed = True
         self._ledger.close()
         certificate = build_certificate(self._ledger.records(), key=self._key, plugins=self._plugins,
-                                        confidential_experiment=(self._confidential.experiment_name
-                                                                 if self._confidential else None))
+                                        confidential_experiment=self._tracking.confidential_experiment)
         write_certificate(self.run_dir, certificate, self._key)
         # the store's transparency log: a run later deleted or swapped is caught by `dpaudit verify --store`
         transparency.append_entry(self._root, self.store_id, transparency.LogEntry.of(self.run_id, certificate),
@@ -678,109 +641,40 @@ class Session:
         from dpaudit.report import write_reports
 
         write_reports(self.run_dir)
-        if self._mirror is not None:
-            self._finish_mirror(status)
+        self._tracking.finish(self._ledger, self.run_dir, status)
         return certificate
 
-    def _finish_mirror(self, status: str) -> None:
-        assert self._mirror is not None
-        try:
-            if self._mirror_error is not None:
-                self._resync_mirror()
-            self._mirror.flush()
-            self._mirror.log_artifacts(self.run_id, sorted(p for p in self.run_dir.iterdir() if p.is_file()))
-            self._mirror.end_run(self.run_id, status)
-            if self._confidential is not None:
-                self._confidential.close()
-        except Exception as exc:
-            print(f"dpaudit: warning: MLflow mirror incomplete ({exc}); the ledger and certificate in "
-                  f"{self.run_dir} are complete; re-sync later", file=sys.stderr)
+    # --- plugin view and data ---
 
+    def for_plugin(self, name: str, version: str) -> PluginSession:
+        """Register the plugin ``name`` at ``version`` (listed in the certificate) and return its view of the session.
 
-    def _resync_mirror(self) -> None:
-        """After a mirror failure: catch every run (session and trials) up with its own ledger records."""
-        assert self._mirror is not None
-        by_run: dict[str, list[Record]] = {}
-        for record in self._ledger.records():
-            by_run.setdefault(self._mirrored_to.get(record.seq, self.run_id), []).append(record)
-        for run, records in by_run.items():
-            self._mirror.resync(run, [asdict(r) for r in records], [r.body.get("epsilon_spent") for r in records])
-
-
-class AboveThresholdRounds:
-    """A read-only view of the AboveThreshold rounds that one charge, made before the first of them, pays for.
-
-    The rounds' state (how many started, each round's answers, its noisy threshold) lives in the session, keyed by
-    the charge; this object holds none of it, so nothing here can be raised, reset or built around another
-    mechanism. Rounds start only through the session (:meth:`next_round`).
-    """
-
-    def __init__(self, session: Session, charge: Charge) -> None:
-        self._session = session
-        self._charge = charge
-
-    @property
-    def charge(self) -> Charge:
-        return self._charge
-
-    @property
-    def rounds(self) -> int:
-        """The rounds charged (fixed up front)."""
-        return self._session.coverage(self._charge).coverage.count
-
-    @property
-    def rounds_started(self) -> int:
-        return self._session.coverage(self._charge).rounds_started
-
-    def next_round(self, threshold: float) -> AuditedAboveThreshold:
-        """Start the next round with a public ``threshold``.
+        Every charge, release, info record and data access made through the view is attributed to the plugin
+        (:class:`~dpaudit.plugin_session.PluginSession`). A plugin registers once: asking again with the same version
+        returns another view, with another version is refused.
 
         Raises:
-            UncoveredRelease: all charged rounds are used (a :class:`~dpaudit.errors.BudgetExceeded`; nothing is
-                drawn).
+            InvalidParameter: a bad name or version, the reserved name ``"session"``, or another version of a plugin
+                already registered.
+            DPAuditError: the session is closed.
         """
-        return self._session._start_round(self._charge, threshold)
+        check_plugin_identity(name, version)
+        with self._filter.lock:
+            self._check_open()
+            known = self._plugins.get(name)
+            if known is not None and known != version:
+                raise InvalidParameter(f"plugin {name!r} is registered at version {known!r}, not {version!r}")
+            self._plugins[name] = version
+        return PluginSession(self, name, version)
 
+    def data(self, name: str, *, plugin: str = "session", **parameters: Any) -> DataSet:
+        """The data set ``name`` (declared at open as protected or public), its access recorded as ``info``.
 
-class AuditedAboveThreshold:
-    """A view of one AboveThreshold round run by the session: every answer is a release, written to the ledger first.
-
-    Building one by hand gives only another view of a round the session started (its answers are counted in the
-    session, keyed by the charge); a round the session did not start answers nothing.
-    """
-
-    def __init__(self, session: Session, charge: Charge, round_index: int) -> None:
-        if isinstance(round_index, bool) or not isinstance(round_index, int):
-            raise InvalidParameter(f"round_index must be an int, got {type(round_index).__name__}")
-        self._session = session
-        self._charge = charge
-        self._round_index = round_index
-
-    @property
-    def charge(self) -> Charge:
-        return self._charge
-
-    @property
-    def round_index(self) -> int:
-        return self._round_index
-
-    def _state(self) -> RoundState:
-        rounds = self._session.coverage(self._charge).rounds
-        return (rounds[self._round_index] if 0 <= self._round_index < len(rounds) else None) or RoundState()
-
-    @property
-    def halted(self) -> bool:
-        return self._state().halted
-
-    @property
-    def queries_made(self) -> int:
-        return self._state().answers
-
-    def test(self, value: float) -> bool:
-        """Is the (noisy) query above the (noisy) threshold? Refused once halted or past ``max_queries``.
+        The only way a plugin obtains data (:func:`dpaudit.data.access.open_data`; docs/data.md, "Data through the
+        session"); ``parameters`` are the catalog entry's public loader parameters (e.g. ``rows``).
 
         Raises:
-            UncoveredRelease: the round has halted or answered ``max_queries`` queries (nothing is drawn).
-            InvalidParameter: ``value`` is not a finite number (the query is not counted).
+            InvalidParameter: a name the session did not declare or the catalog does not know, a bad parameter.
         """
-        return self._session._answer(self._charge, self._round_index, value)
+        self._check_open()
+        return open_data(self, name, parameters, plugin)

@@ -34,6 +34,7 @@ from typing import Any
 from dpaudit import canonical, transparency
 from dpaudit import store as run_store
 from dpaudit.accounting import recheck
+from dpaudit.accounting.charges import privacy_map_problem
 from dpaudit.accounting.filter_recheck import recheck_filter
 from dpaudit.certificate import (
     FORMAT,
@@ -44,19 +45,16 @@ from dpaudit.certificate import (
     unsigned,
 )
 from dpaudit.coverage import CoverageState, after_release, unused
-from dpaudit.errors import DPAuditError, UncoveredRelease, VerificationError
-from dpaudit.events import AboveThresholdEvent, GaussianEvent, LaplaceEvent, LeafEvent, PrivacyEvent, compose
+from dpaudit.errors import DPAuditError, LedgerError, UncoveredRelease, VerificationError
+from dpaudit.events import LeafEvent, PrivacyEvent, compose
 from dpaudit.ledger import Record, read_records, verify_chain
-from dpaudit.mechanisms.calibration import gaussian_event_delta
-from dpaudit.privacy_maps import above_threshold_epsilon, laplace_epsilon
 from dpaudit.progress import progress
 from dpaudit.public_values import find_confidential
+from dpaudit.records import CHARGE, OPEN, RELEASE, ReleaseBody
 from dpaudit.registry import load_plugins
 from dpaudit.signing import key_fingerprint, verify_signature
+from dpaudit.tolerance import REL_TOL, within
 from dpaudit.trust import KeyTrust, TrustDecision
-
-#: relative slack for float comparisons of recomputed values (rounding in the last bits, nothing more)
-REL_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -137,7 +135,7 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
     public_pem = (bundle / run_store.PUBLIC_KEY).read_text(encoding="utf-8")
     _check_certificate(report, certificate, records, public_pem, allow_not_for_release)
     _check_key_trust(report, public_pem, trust)
-    _check_run_binding(report, bundle, certificate, records[0].body if records[0].type == "open" else {}, trust)
+    _check_run_binding(report, bundle, certificate, records[0].body if records[0].type == OPEN else {}, trust)
     try:
         charges = charged_events(records)
     except DPAuditError as exc:
@@ -146,7 +144,7 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
     report.add("events-decode", True, f"{len(charges)} charges decoded")
     _check_charges(report, records, charges)
     _check_releases(report, records, charges)
-    opened = records[0].body if records[0].type == "open" else {}
+    opened = records[0].body if records[0].type == OPEN else {}
     _check_claim(report, certificate, charges, opened)
     listed = {(a["id"], a["statement"]) for a in certificate.get("assumptions", [])}
     needed = {(a["id"], a["statement"]) for a in collect_assumptions(charges, adaptive="adaptive" in opened)}
@@ -172,7 +170,7 @@ def _check_certificate(report: VerificationReport, cert: dict[str, Any], records
     report.add("signature", sig_ok, "Ed25519 signature valid" if sig_ok else
                ("public key fingerprint does not match the certificate" if not fingerprint_ok
                 else "signature does not verify (certificate edited or wrong key)"))
-    opened = records[0].body if records[0].type == "open" else {}
+    opened = records[0].body if records[0].type == OPEN else {}
     same = (opened.get("budget") == cert.get("budget") and opened.get("neighbouring") == cert.get("neighbouring")
             and opened.get("protected") == cert.get("protected_datasets"))
     report.add("open-record", bool(opened) and same,
@@ -297,25 +295,11 @@ def _check_charges(report: VerificationReport, records: list[Record], charges: l
                 if leaf.sensitivity.failure_probability < failure * (1 - REL_TOL):
                     problems.append(f"charge {seq}: recorded failure probability {leaf.sensitivity.failure_probability}"
                                     f" < recomputed {failure} ({leaf.sensitivity.formula})")
-            problems.extend(f"charge {seq}: {p}" for p in _privacy_map_problems(leaf))
+            if (problem := privacy_map_problem(leaf)) is not None:  # the accountants' map and tolerance
+                problems.append(f"charge {seq}: {problem}")
     report.add("charges", not problems, "; ".join(problems) or
                f"{len(charges)} charges; {recomputed} sensitivities recomputed from public inputs, {declared} "
                "declared (listed as assumptions); noise parameters match every charge")
-
-
-def _privacy_map_problems(leaf: LeafEvent) -> list[str]:
-    if isinstance(leaf, LaplaceEvent):
-        eps = laplace_epsilon(leaf)
-        return [] if eps <= leaf.epsilon * (1 + REL_TOL) else [f"Laplace noise gives ε={eps} > charged {leaf.epsilon}"]
-    if isinstance(leaf, AboveThresholdEvent):
-        eps = above_threshold_epsilon(leaf)
-        return [] if eps <= leaf.epsilon * (1 + REL_TOL) else [
-            f"AboveThreshold noise gives ε={eps} > charged {leaf.epsilon}"]
-    if isinstance(leaf, GaussianEvent):
-        delta = gaussian_event_delta(leaf)
-        return [] if delta <= leaf.delta * (1 + REL_TOL) else [
-            f"Gaussian noise gives δ={delta:.3g} at ε={leaf.epsilon} > charged δ={leaf.delta}"]
-    return []
 
 
 def _check_public_bodies(report: VerificationReport, records: list[Record]) -> None:
@@ -333,16 +317,21 @@ def _check_releases(report: VerificationReport, records: list[Record], charges: 
     problems: list[str] = []
     released = 0
     for r in records:
-        if r.type == "charge":
+        if r.type == CHARGE:
             try:
                 states[r.seq] = unused(events[r.seq])
             except UncoveredRelease as exc:  # no release rule: any release against it is reported below
                 states[r.seq] = exc
             continue
-        if r.type != "release":
+        if r.type != RELEASE:
             continue
-        seq = r.body.get("charge_seq")
-        state = states.get(seq) if isinstance(seq, int) and not isinstance(seq, bool) else None
+        try:
+            body = ReleaseBody.from_dict(r.body)
+        except LedgerError as exc:
+            problems.append(f"release {r.seq}: {exc}")
+            continue
+        seq = body.charge_seq
+        state = states.get(seq)
         if state is None:
             problems.append(f"release {r.seq}: no earlier charge {seq!r}")
             continue
@@ -350,7 +339,7 @@ def _check_releases(report: VerificationReport, records: list[Record], charges: 
             problems.append(f"charge {seq}: release {r.seq}: {state}")
             continue
         try:
-            states[seq] = after_release(state, r.body.get("output"))
+            states[seq] = after_release(state, body.output)
             released += 1
         except UncoveredRelease as exc:
             problems.append(f"charge {seq}: release {r.seq}: {exc}")
@@ -371,7 +360,7 @@ def _check_claim(report: VerificationReport, cert: dict[str, Any], charges: list
     if not (math.isfinite(eps) and math.isfinite(delta)):
         report.add("claim", False, "claim is not finite")
         return
-    report.add("within-budget", eps <= budget_eps * (1 + REL_TOL) and delta <= budget_delta,
+    report.add("within-budget", within(eps, budget_eps) and delta <= budget_delta,
                f"claim ({eps:.6g}, {delta:.3g}) vs budget ({budget_eps:g}, {budget_delta:g})")
     if "adaptive" in opened:  # decided by the hash-chained open record, never by the certificate
         _check_filter_claim(report, claim, charges, opened, eps, delta)
@@ -392,7 +381,7 @@ def _check_filter_claim(report: VerificationReport, claim: dict[str, Any], charg
                         opened: dict[str, Any], eps: float, delta: float) -> None:
     """An adaptive session: its Rényi filter admits every prefix of the charges and the claim is its budget."""
     try:
-        flt = session_filter(opened)
+        flt = session_filter(opened.get("adaptive"), opened.get("budget", {}))
     except DPAuditError as exc:
         report.add("recompose", False, f"the open record's privacy filter is unusable: {exc}")
         return

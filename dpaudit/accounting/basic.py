@@ -2,9 +2,9 @@
 
 Dwork, McSherry, Nissim & Smith 2006; for (ε, δ) and adaptive composition Dwork, Kenthapadi, McSherry, Mironov &
 Naor 2006 (Dwork & Roth 2014, Thm. 3.16). Each leaf is charged its pure-DP ε from the privacy map (Laplace,
-AboveThreshold, exponential: δ_i = 0) or, for the discrete Gaussian, the (ε, δ) it was calibrated for; a leaf whose
-sensitivity holds with probability 1 − δ_s adds δ_s to its δ_i. Subsampled
-Gaussian steps declare no (ε, δ) charge and are refused. A repeat-and-select with a geometric number of runs of a
+AboveThreshold, exponential, randomized response: δ_i = 0) or, for the discrete Gaussian, the (ε, δ) it was
+calibrated for; a leaf whose sensitivity holds with probability 1 − δ_s adds δ_s to its δ_i. Subsampled Gaussian
+steps declare no (ε, δ) charge and are refused. A repeat-and-select with a geometric number of runs of a
 pure ε-DP base is charged 3ε (Liu & Talwar 2019, Thm. 3.4); any other repeat-and-select is refused (its bound is
 an RDP statement, Papernot & Steinke 2022).
 """
@@ -12,6 +12,8 @@ an RDP statement, Papernot & Steinke 2022).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 from dpaudit.accounting.base import Accountant, DeltaUnreachable, package_versions
 from dpaudit.accounting.charges import ApproximateSpec, DiscreteGaussianSpec, LeafSpec, PureSpec, RepeatSelectSpec
@@ -28,18 +30,20 @@ def _liu_talwar_charge(spec: RepeatSelectSpec) -> tuple[float, float] | None:
     return liu_talwar_epsilon(math.fsum(c[0] * k for c, k in charges)), 0.0
 
 
+#: the (ε, δ) charge of one application, by spec type; subsampled Gaussians declare none
+_CHARGES: dict[type, Callable[[Any], tuple[float, float] | None]] = {
+    PureSpec: lambda spec: (spec.epsilon, 0.0),
+    DiscreteGaussianSpec: lambda spec: (spec.declared_epsilon, spec.declared_delta),
+    ApproximateSpec: lambda spec: (spec.epsilon, spec.delta),
+    RepeatSelectSpec: _liu_talwar_charge,
+}
+
+
 def approximate_dp_charge(spec: LeafSpec) -> tuple[float, float] | None:
     """The (ε, δ) charge of one application, or None for a leaf that declares none (subsampled Gaussians) and for a
     repeat-and-select that Liu & Talwar's theorem does not cover."""
-    if isinstance(spec, PureSpec):
-        return spec.epsilon, 0.0
-    if isinstance(spec, DiscreteGaussianSpec):
-        return spec.declared_epsilon, spec.declared_delta
-    if isinstance(spec, ApproximateSpec):
-        return spec.epsilon, spec.delta
-    if isinstance(spec, RepeatSelectSpec):
-        return _liu_talwar_charge(spec)
-    return None
+    charge = _CHARGES.get(type(spec))
+    return None if charge is None else charge(spec)
 
 
 def unsupported_without_charge(counts: dict[LeafSpec, int]) -> str | None:

@@ -5,16 +5,23 @@ accounting-relevant parameters of one mechanism application) to how many times i
 the same noise parameters share a spec, whatever their labels, so per-spec work (an RDP curve, a PLD) is done
 once and cached by the accountants; building the tally is the only O(n) part of a call.
 
-Pure-DP charges come from the privacy maps (:mod:`dpaudit.privacy_maps`), not from the declared value: the map is
-the ε the noise actually provides. A map *larger* than the declared charge means the event under-charges; that is
-refused (:class:`~dpaudit.errors.AccountingError`), never silently repaired. A map that exceeds the declaration
-only by float rounding (relative 1e-9, the session calibrates the scale from the declared ε) is accepted and the
-(larger) map value is used, so the charge is never below the map.
+Pure-DP charges come from the privacy maps of the mechanism modules (``dpaudit/mechanisms/<name>.py``, one
+function per mechanism, the same one calibration and ``dpaudit verify`` call), not from the declared value: the map
+is the ε the noise actually provides. A map *larger* than the declared charge means the event under-charges; that
+is refused (:class:`~dpaudit.errors.AccountingError`), never silently repaired. A map that exceeds the declaration
+only by float rounding (:data:`dpaudit.tolerance.REL_TOL`; the session calibrates the scale from the declared ε) is
+accepted and the (larger) map value is used, so the charge is never below the map.
+
+Which spec an event becomes is one dispatch table keyed by event type (:data:`PURE_DP_MAPS` for every pure-DP
+mechanism, :data:`_SPECS` for the others): a new pure-DP mechanism adds its map to the first.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from dpaudit.errors import AccountingError, UnsupportedEvent
 from dpaudit.events import (
@@ -26,21 +33,19 @@ from dpaudit.events import (
     LeafEvent,
     PoissonSubsampledGaussianEvent,
     PrivacyEvent,
+    RandomizedResponseEvent,
     RepeatAndSelectEvent,
     SampledWithoutReplacementGaussianEvent,
     neighbouring_of,
 )
-from dpaudit.mechanisms.calibration import gaussian_event_delta
-from dpaudit.privacy_maps import (
-    above_threshold_epsilon,
-    gaussian_grid_parameters,
-    grid_sensitivity,
-    laplace_epsilon,
-)
+from dpaudit.mechanisms.above_threshold import above_threshold_epsilon
+from dpaudit.mechanisms.exponential import exponential_epsilon
+from dpaudit.mechanisms.gaussian import gaussian_event_delta, gaussian_grid_parameters
+from dpaudit.mechanisms.grid import grid_sensitivity
+from dpaudit.mechanisms.laplace import laplace_epsilon
+from dpaudit.mechanisms.randomized_response import randomized_response_epsilon
 from dpaudit.sensitivity import Neighbouring, Norm
-
-#: Relative slack between a privacy map and the declared charge attributed to float rounding.
-MAP_REL_TOL = 1e-9
+from dpaudit.tolerance import within
 
 
 @dataclass(frozen=True)
@@ -137,12 +142,50 @@ class RepeatSelectSpec:
 LeafSpec = PureSpec | DiscreteGaussianSpec | ApproximateSpec | PoissonGaussianSpec | WorGaussianSpec | RepeatSelectSpec
 
 
-def _checked_map(name: str, mapped: float, declared: float) -> float:
-    if not mapped <= declared * (1.0 + MAP_REL_TOL):
-        raise AccountingError(
-            f"{name} event under-charges: its noise provides epsilon = {mapped!r} but it declares {declared!r}"
-        )
-    return mapped
+#: each pure-DP mechanism's privacy map, by event type: the ε its recorded noise provides
+PURE_DP_MAPS: dict[type[LeafEvent], Callable[[Any], float]] = {
+    LaplaceEvent: laplace_epsilon,
+    AboveThresholdEvent: above_threshold_epsilon,
+    ExponentialEvent: exponential_epsilon,
+    RandomizedResponseEvent: randomized_response_epsilon,
+}
+
+
+def _lookup(table: dict[type[LeafEvent], Any], leaf: LeafEvent) -> Any:
+    """The table entry of ``leaf``'s type or its nearest base class; None when there is none."""
+    for cls in type(leaf).__mro__:
+        if cls in table:
+            return table[cls]
+    return None
+
+
+def _pure_spec(leaf: LeafEvent, epsilon: float) -> PureSpec:
+    """The spec of a pure-DP leaf whose map gives ``epsilon`` (the exponential mechanism is also bounded-range;
+    a one-dimensional discrete Laplace also records its parameter, for the PLD accountant)."""
+    if isinstance(leaf, ExponentialEvent):
+        return PureSpec(epsilon, bounded_range=True)
+    if isinstance(leaf, LaplaceEvent) and leaf.dimension == 1:
+        delta_grid = int(grid_sensitivity(leaf.sensitivity.value, leaf.grid, 1, Norm.L1))
+        return PureSpec(epsilon, laplace_parameter=leaf.grid / leaf.scale, laplace_sensitivity=delta_grid)
+    return PureSpec(epsilon)
+
+
+def _gaussian_spec(leaf: GaussianEvent) -> tuple[LeafSpec, int]:
+    achieved = gaussian_event_delta(leaf)
+    if not within(achieved, leaf.delta):
+        raise AccountingError(f"gaussian event under-charges: its noise gives delta = {achieved!r} at epsilon = "
+                              f"{leaf.epsilon!r} but it declares delta = {leaf.delta!r}")
+    sigma, sens = gaussian_grid_parameters(leaf)
+    return DiscreteGaussianSpec(sigma, sens, leaf.dimension, leaf.epsilon, leaf.delta), 1
+
+
+#: the spec builders of the mechanisms that are not pure DP, by event type
+_SPECS: dict[type[LeafEvent], Callable[[Any], tuple[LeafSpec, int]]] = {
+    GaussianEvent: _gaussian_spec,
+    PoissonSubsampledGaussianEvent: lambda e: (PoissonGaussianSpec(e.sample_rate, e.noise_multiplier), e.steps),
+    SampledWithoutReplacementGaussianEvent: lambda e: (
+        WorGaussianSpec(e.batch_size, e.dataset_size, e.noise_multiplier), e.steps),
+}
 
 
 def describe(leaf: LeafEvent | RepeatAndSelectEvent) -> tuple[LeafSpec, int]:
@@ -172,28 +215,29 @@ def describe(leaf: LeafEvent | RepeatAndSelectEvent) -> tuple[LeafSpec, int]:
 
 
 def _describe_leaf(leaf: LeafEvent) -> tuple[LeafSpec, int]:
-    if isinstance(leaf, LaplaceEvent):
-        eps = _checked_map("laplace", laplace_epsilon(leaf), leaf.epsilon)
-        if leaf.dimension == 1:
-            delta_grid = int(grid_sensitivity(leaf.sensitivity.value, leaf.grid, 1, Norm.L1))
-            return PureSpec(eps, laplace_parameter=leaf.grid / leaf.scale, laplace_sensitivity=delta_grid), 1
-        return PureSpec(eps), 1
-    if isinstance(leaf, AboveThresholdEvent):
-        return PureSpec(_checked_map("above_threshold", above_threshold_epsilon(leaf), leaf.epsilon)), 1
-    if isinstance(leaf, ExponentialEvent):
-        return PureSpec(leaf.epsilon, bounded_range=True), 1
-    if isinstance(leaf, GaussianEvent):
-        achieved = gaussian_event_delta(leaf)
-        if not achieved <= leaf.delta * (1.0 + MAP_REL_TOL):
-            raise AccountingError(f"gaussian event under-charges: its noise gives delta = {achieved!r} at epsilon = "
-                                  f"{leaf.epsilon!r} but it declares delta = {leaf.delta!r}")
-        sigma, sens = gaussian_grid_parameters(leaf)
-        return DiscreteGaussianSpec(sigma, sens, leaf.dimension, leaf.epsilon, leaf.delta), 1
-    if isinstance(leaf, PoissonSubsampledGaussianEvent):
-        return PoissonGaussianSpec(leaf.sample_rate, leaf.noise_multiplier), leaf.steps
-    if isinstance(leaf, SampledWithoutReplacementGaussianEvent):
-        return WorGaussianSpec(leaf.batch_size, leaf.dataset_size, leaf.noise_multiplier), leaf.steps
-    raise UnsupportedEvent(f"no accountant models events of kind {leaf.kind!r}")
+    pure_map = _lookup(PURE_DP_MAPS, leaf)
+    if pure_map is not None:
+        mapped = pure_map(leaf)
+        if not within(mapped, leaf.epsilon):
+            raise AccountingError(f"{leaf.kind} event under-charges: its noise provides epsilon = {mapped!r} but it "
+                                  f"declares {leaf.epsilon!r}")
+        return _pure_spec(leaf, mapped), 1
+    build = _lookup(_SPECS, leaf)
+    if build is None:
+        raise UnsupportedEvent(f"no accountant models events of kind {leaf.kind!r}")
+    return build(leaf)
+
+
+def privacy_map_problem(leaf: LeafEvent) -> str | None:
+    """Why ``leaf``'s recorded noise does not pay for its declared charge, by its mechanism's privacy map; None when
+    it does (within :data:`~dpaudit.tolerance.REL_TOL`) or when no accountant models the kind (reported elsewhere)."""
+    try:
+        _describe_leaf(leaf)
+    except AccountingError as exc:
+        return str(exc)
+    except UnsupportedEvent:
+        return None
+    return None
 
 
 def _count(events: tuple[PrivacyEvent, ...], relations: set[Neighbouring], counts: dict[LeafSpec, int]) -> None:
@@ -204,25 +248,53 @@ def _count(events: tuple[PrivacyEvent, ...], relations: set[Neighbouring], count
             counts[spec] = counts.get(spec, 0) + multiplicity * applications
 
 
-#: The last composed event tallied: (its events, their relations, the counts). The budget filter asks about
-#: ``ComposedEvent(previous + (new,))`` before every release, so only the new events need describing.
-_last: tuple[tuple[PrivacyEvent, ...], frozenset[Neighbouring], dict[LeafSpec, int]] | None = None
+_Tallied = tuple[tuple[PrivacyEvent, ...], frozenset[Neighbouring], dict[LeafSpec, int]]
+
+
+class LastTally:
+    """The process-wide, one-entry cache of :func:`tally`: the last composed event tallied (its events, their
+    relations, the counts).
+
+    The budget filter asks about ``ComposedEvent(previous + (new,))`` before every release, so with this entry only
+    the new events need describing. The entry is an immutable tuple whose counts are never modified once stored
+    (:func:`tally` copies them before adding to them), and it is read and replaced under a lock, so threads that
+    tally different compositions only replace each other's entry (costing speed, never correctness). It holds
+    privacy events, not data; :meth:`clear` empties it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entry: _Tallied | None = None
+
+    def get(self) -> _Tallied | None:
+        with self._lock:
+            return self._entry
+
+    def put(self, entry: _Tallied) -> None:
+        with self._lock:
+            self._entry = entry
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entry = None
+
+
+LAST_TALLY = LastTally()
 
 
 def tally(event: PrivacyEvent) -> tuple[Neighbouring, dict[LeafSpec, int]]:
     """The event's single neighbouring relation and its applications counted per spec (first-appearance order).
 
-    The returned mapping is shared with a one-entry cache and must not be modified. When ``event`` is a
-    :class:`~dpaudit.events.ComposedEvent` whose events extend those of the previous call, only the new events
-    are described (tuple prefix comparison short-circuits on identical objects), so a growing composition costs
-    O(new leaves) Python work per call.
+    The returned mapping is shared with the one-entry cache :data:`LAST_TALLY` and must not be modified. When
+    ``event`` is a :class:`~dpaudit.events.ComposedEvent` whose events extend those of the previous call, only the
+    new events are described (tuple prefix comparison short-circuits on identical objects), so a growing
+    composition costs O(new leaves) Python work per call.
 
     Raises:
         UnsupportedEvent: mixed neighbouring relations, no leaf, or an unknown leaf kind.
         AccountingError: an under-charging pure-DP leaf.
     """
-    global _last
-    last = _last
+    last = LAST_TALLY.get()
     if isinstance(event, ComposedEvent):
         events = event.events
         done = 0
@@ -234,7 +306,7 @@ def tally(event: PrivacyEvent) -> tuple[Neighbouring, dict[LeafSpec, int]]:
                 counts = dict(counts)
         _count(events[done:], relations, counts)
         if done < len(events) or last is None or last[0] is not events:
-            _last = (events, frozenset(relations), counts)
+            LAST_TALLY.put((events, frozenset(relations), counts))
     else:
         relations, counts = set(), {}
         _count((event,), relations, counts)

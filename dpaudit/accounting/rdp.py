@@ -2,7 +2,7 @@
 
 Per application, each leaf contributes an RDP curve ε(α) (an upper bound on the Rényi divergence of order α
 between the outputs on any two neighbouring data sets); curves add under adaptive composition (Mironov 2017,
-Prop. 1). Curves:
+Prop. 1). Curves (one function per spec type, dispatched by :data:`_CURVES`):
 
 * Poisson-subsampled Gaussian: Mironov, Talwar & Zhang 2019, as implemented by
   ``opacus.accountants.analysis.rdp.compute_rdp`` (exact for integer α, the Sec. 3.3 series for fractional α).
@@ -10,9 +10,10 @@ Prop. 1). Curves:
   Cor. 10 interpolation between integer orders), as implemented by dp_accounting's ``RdpAccountant`` for
   ``SampledWithoutReplacementDpEvent`` under ``NeighboringRelation.REPLACE_ONE``.
 * Discrete Gaussian: α·Δ²/(2σ²) in grid units (Canonne, Kamath & Steinke 2020, Thm. 14: Δ²/(2σ²)-zCDP).
-* Pure ε-DP leaves (Laplace, AboveThreshold, exponential): the Rényi divergence of binary randomized response
-  with parameter ε, which bounds every ε-DP pair (each is a post-processing of randomized response, Kairouz, Oh &
-  Viswanath 2015, Thm. 2.1; Rényi divergence obeys data processing); equals ε at α = ∞. The exponential
+* Pure ε-DP leaves (Laplace, AboveThreshold, exponential, randomized response): the Rényi divergence of binary
+  randomized response with parameter ε, which bounds every ε-DP pair (each is a post-processing of randomized
+  response, Kairouz, Oh & Viswanath 2015, Thm. 2.1; Rényi divergence obeys data processing); equals ε at α = ∞
+  (and is exact for randomized response itself). The exponential
   mechanism is also ε-bounded-range, hence ε²/8-zCDP (Cesar & Rogers 2021, Lemma 3.2), so its curve is the
   minimum of the two.
 * Repeat-and-select (a random number of runs of a base event, the best released): Papernot & Steinke 2022,
@@ -31,6 +32,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import dp_accounting
 import numpy as np
@@ -110,31 +113,41 @@ def unsupported_reason(counts: dict[LeafSpec, int]) -> str | None:
     return None
 
 
+def _pure_curve(spec: PureSpec) -> tuple[np.ndarray, float]:
+    curve = randomized_response_rdp(spec.epsilon, _ORDERS)
+    if spec.bounded_range:
+        curve = np.minimum(curve, _ORDERS * spec.epsilon**2 / 8.0)
+    return curve, spec.epsilon
+
+
+def _discrete_gaussian_curve(spec: DiscreteGaussianSpec) -> tuple[np.ndarray, float]:
+    return _ORDERS * spec.sensitivity**2 / (2.0 * spec.sigma**2), math.inf
+
+
+def _no_curve(spec: ApproximateSpec) -> tuple[np.ndarray, float]:
+    raise UnsupportedEvent(unsupported_reason({spec: 1}))
+
+
+#: (RDP at :data:`ORDERS`, RDP at α = ∞) of one application, by spec type (see the module docstring)
+_CURVES: dict[type, Callable[[Any], tuple[np.ndarray, float]]] = {
+    PureSpec: _pure_curve,
+    DiscreteGaussianSpec: _discrete_gaussian_curve,
+    PoissonGaussianSpec: lambda spec: (_poisson_curve(spec), math.inf),
+    WorGaussianSpec: lambda spec: (_wor_curve(spec), math.inf),
+    RepeatSelectSpec: lambda spec: _repeat_select_curve(spec, None),
+    ApproximateSpec: _no_curve,
+}
+
+
 @functools.lru_cache(maxsize=65536)
 def rdp_curve(spec: LeafSpec) -> tuple[np.ndarray, float]:
     """(RDP at :data:`ORDERS`, RDP at α = ∞) of one application of ``spec``; cached (specs are frozen).
 
     Raises:
         AccountingError: the curve contains NaN.
+        UnsupportedEvent: a spec known only through its (ε, δ).
     """
-    if isinstance(spec, PureSpec):
-        curve = randomized_response_rdp(spec.epsilon, _ORDERS)
-        if spec.bounded_range:
-            curve = np.minimum(curve, _ORDERS * spec.epsilon**2 / 8.0)
-        at_inf = spec.epsilon
-    elif isinstance(spec, DiscreteGaussianSpec):
-        curve = _ORDERS * spec.sensitivity**2 / (2.0 * spec.sigma**2)
-        at_inf = math.inf
-    elif isinstance(spec, PoissonGaussianSpec):
-        curve = _poisson_curve(spec)
-        at_inf = math.inf
-    elif isinstance(spec, RepeatSelectSpec):
-        curve, at_inf = _repeat_select_curve(spec, None)
-    elif isinstance(spec, ApproximateSpec):
-        raise UnsupportedEvent(unsupported_reason({spec: 1}))
-    else:
-        curve = _wor_curve(spec)
-        at_inf = math.inf
+    curve, at_inf = _CURVES[type(spec)](spec)
     curve = np.array(curve, dtype=float)
     if np.isnan(curve).any() or math.isnan(at_inf):
         raise AccountingError(f"RDP curve of {spec!r} contains NaN")

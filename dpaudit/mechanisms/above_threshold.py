@@ -10,8 +10,9 @@ nearest grid point exactly (:func:`~dpaudit.mechanisms.grid.round_to_grid`), and
 discrete Laplace variables with scales t₁/γ and t₂/γ (Canonne, Kamath & Steinke 2020, Alg. 2; each quotient
 read as the larger of its float and exact values, :func:`~dpaudit.mechanisms.grid.scale_in_grid_units`). After rounding,
 neighbouring queries differ by at most Δ_γ = ⌊Δ/γ⌋ + 1 grid units, an integer, so the shift argument of the
-proof goes through unchanged (see docs/mechanisms/above_threshold.md); ε is
-:func:`dpaudit.privacy_maps.above_threshold_epsilon`.
+proof goes through unchanged (see docs/mechanisms/above_threshold.md); ε is the privacy map
+:func:`above_threshold_epsilon`, which the calibration, every accountant, the budget filter and ``dpaudit verify``
+evaluate. One charge covers ``count`` rounds of a self-composed event (:func:`coverage`).
 
 The cap on queries is fixed at construction, before any data is seen; ε does not depend on it, but the ledger
 records it and no answer beyond it is ever produced. The noisy threshold is private state and is never exposed.
@@ -19,11 +20,99 @@ records it and no answer beyond it is ever produced. The noisy threshold is priv
 
 from __future__ import annotations
 
-from dpaudit.errors import BudgetExceeded, InvalidParameter
+import math
+from fractions import Fraction
+
+from dpaudit.errors import AccountingError, BudgetExceeded, InvalidParameter
+from dpaudit.events import AboveThresholdEvent, PrivacyEvent, SelfComposedEvent
 from dpaudit.mechanisms.discrete import sample_discrete_laplace
-from dpaudit.mechanisms.grid import round_to_grid, scale_in_grid_units
+from dpaudit.mechanisms.grid import default_grid, grid_sensitivity, round_to_grid, scale_in_grid_units
+from dpaudit.mechanisms.numerics import U, grid_units_lower
+from dpaudit.mechanisms.outputs import AboveThresholdRound, Coverage
 from dpaudit.mechanisms.randomness import RandomSource
-from dpaudit.validation import check_count, check_positive
+from dpaudit.sensitivity import Neighbouring, Norm, Sensitivity
+from dpaudit.validation import check_count, check_epsilon, check_positive
+
+
+def above_threshold_epsilon(event: AboveThresholdEvent) -> float:
+    """Privacy map: ε of AboveThreshold with threshold noise scale t₁ and query noise scale t₂ (grid units).
+
+    Lyu, Su & Li 2017, Alg. 1 with c = 1: ρ ~ Lap(Δ/ε₁), ν_i ~ Lap(2Δ/ε₂) is (ε₁ + ε₂)-DP, so
+    ε = Δ_γ/t₁ + 2Δ_γ/t₂. With t₁ = 2Δ/ε and t₂ = 4Δ/ε this is ε (Dwork & Roth 2014, Alg. 1). The proof shifts
+    the threshold noise by Δ_γ, an integer, so it holds for the discrete Laplace on the grid as for the continuous.
+    """
+    delta_grid = grid_sensitivity(event.sensitivity.value, event.grid, 1, Norm.L1)
+    return delta_grid / (event.threshold_scale / event.grid) + 2.0 * delta_grid / (event.query_scale / event.grid)
+
+
+def calibrate_above_threshold(epsilon: float, sensitivity: float, grid: float) -> tuple[float, float]:
+    """(threshold_scale, query_scale) in value units for ε-DP AboveThreshold on ``grid``·Z.
+
+    Grid-unit scales t₁ = 2Δ_γ/ε and t₂ = 4Δ_γ/ε (Dwork & Roth 2014, Alg. 1; Lyu, Su & Li 2017, Alg. 1 with
+    c = 1), Δ_γ = grid_sensitivity(Δ, γ, 1, 'l1'), times γ; both raised ulp by ulp until
+    Δ_γ/t₁ + 2Δ_γ/t₂ ≤ ε·(1 − 4u) exactly for both readings of t = b/γ. The margin 4u absorbs the three
+    roundings of :func:`above_threshold_epsilon`, which is therefore ≤ ε.
+
+    Args:
+        epsilon: target ε > 0.
+        sensitivity: sensitivity Δ of each query in value units.
+        grid: grid spacing γ > 0.
+
+    Returns:
+        (threshold_scale, query_scale) in value units.
+    """
+    epsilon = check_epsilon(epsilon)
+    grid = check_positive("grid", grid)
+    delta_grid = Fraction(grid_sensitivity(sensitivity, grid, 1, Norm.L1))
+    target = Fraction(epsilon) * (1 - 4 * Fraction(U))
+    threshold_scale = grid * float(2 * delta_grid) / epsilon
+    query_scale = grid * float(4 * delta_grid) / epsilon
+    for _ in range(64):
+        loss = delta_grid / grid_units_lower(threshold_scale, grid) + 2 * delta_grid / grid_units_lower(
+            query_scale, grid)
+        if loss <= target:
+            return threshold_scale, query_scale
+        threshold_scale = math.nextafter(threshold_scale, math.inf)
+        query_scale = math.nextafter(query_scale, math.inf)
+    raise AccountingError("could not round the AboveThreshold scales up to values that meet the target")
+
+
+def above_threshold_event(neighbouring: Neighbouring, sensitivity: Sensitivity, epsilon: float, *,
+                          max_queries: int, rounds: int = 1, label: str = "",
+                          grid: float | None = None) -> AboveThresholdEvent | SelfComposedEvent:
+    """The calibrated event of ``rounds`` ε-DP AboveThreshold runs, each answering at most ``max_queries``.
+
+    One round is an :class:`~dpaudit.events.AboveThresholdEvent`; several are its ``rounds``-fold
+    :class:`~dpaudit.events.SelfComposedEvent` (charged up front, whatever number of rounds is realised).
+
+    Raises:
+        InvalidParameter: ε, the grid, ``max_queries`` or ``rounds`` out of range.
+    """
+    epsilon = check_epsilon(epsilon)
+    check_count("max_queries", max_queries)
+    check_count("rounds", rounds)
+    grid = grid if grid is not None else default_grid(sensitivity.value)
+    t_scale, q_scale = calibrate_above_threshold(epsilon, sensitivity.value, grid)
+    leaf = AboveThresholdEvent(neighbouring=neighbouring, sensitivity=sensitivity, label=label, epsilon=epsilon,
+                               threshold_scale=t_scale, query_scale=q_scale, grid=grid, max_queries=max_queries)
+    return leaf if rounds == 1 else SelfComposedEvent(event=leaf, count=rounds)
+
+
+def coverage(event: AboveThresholdEvent) -> Coverage:
+    """One charge covers one round: at most ``max_queries`` answers, none after the first ⊤."""
+    return Coverage(AboveThresholdRound(event.max_queries), 1)
+
+
+def start_round(event: PrivacyEvent, threshold: float, rng: RandomSource) -> AboveThreshold:
+    """A fresh run for one round of a charged AboveThreshold ``event`` (a leaf, or its self-composition).
+
+    Raises:
+        InvalidParameter: ``event`` is not an AboveThreshold charge.
+    """
+    leaf = event.event if isinstance(event, SelfComposedEvent) else event
+    if not isinstance(leaf, AboveThresholdEvent):
+        raise InvalidParameter(f"not an AboveThreshold charge: {event.kind}")
+    return AboveThreshold(threshold, leaf.threshold_scale, leaf.query_scale, leaf.grid, leaf.max_queries, rng)
 
 
 class AboveThreshold:

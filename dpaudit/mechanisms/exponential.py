@@ -18,6 +18,10 @@ Acceptance bound. One trial accepts with probability A = Σ_j exp(−γ_j)/n ≥
 Timing side channel. The number of trials, hence the running time, depends on the scores (it is 1/A on
 average). dpaudit assumes the adversary does not observe running time; a deployment where it can must pad
 the sampler to a fixed number of trials, which this module does not do.
+
+Privacy map. The sampler computes its rate c from the event's recorded ε and Δ, so the noise provides exactly the
+recorded ε (:func:`exponential_epsilon`); the mechanism is moreover ε-bounded-range (Durfee & Rogers 2019), which
+the RDP accountant uses. One charge covers one index (:func:`coverage`).
 """
 
 from __future__ import annotations
@@ -30,8 +34,11 @@ from fractions import Fraction
 import numpy as np
 
 from dpaudit.errors import InvalidParameter
+from dpaudit.events import ExponentialEvent
 from dpaudit.mechanisms.discrete import sample_bernoulli_exp
+from dpaudit.mechanisms.outputs import Coverage, IndexOutput
 from dpaudit.mechanisms.randomness import RandomSource
+from dpaudit.sensitivity import Neighbouring, Sensitivity
 from dpaudit.validation import check_epsilon, check_positive
 
 #: exponents above this give weights below the smallest double (exp(−745) underflows); used for floats only
@@ -133,3 +140,37 @@ def exponential_probabilities(
     gammas = np.array([float(min(c * (u_max - Fraction(u)), _GAMMA_CAP)) for u in values])
     weights = np.exp(-gammas)
     return weights / weights.sum()
+
+
+def exponential_epsilon(event: ExponentialEvent) -> float:
+    """Privacy map: ε of the recorded selection, which is its recorded ε (the rate c = ε/(2Δ), or ε/Δ for monotone
+    scores, is computed from it; Dwork & Roth 2014, Thm. 3.10)."""
+    return event.epsilon
+
+
+def exponential_event(neighbouring: Neighbouring, sensitivity: Sensitivity, epsilon: float, *, n_candidates: int,
+                      monotone: bool = False, label: str = "") -> ExponentialEvent:
+    """The event of an ε-DP choice among ``n_candidates`` candidates whose scores have sensitivity Δ.
+
+    Raises:
+        InvalidParameter: ε or ``n_candidates`` out of range, ``monotone`` not a bool, a sensitivity of the wrong
+            norm.
+    """
+    return ExponentialEvent(neighbouring=neighbouring, sensitivity=sensitivity, label=label,
+                            epsilon=check_epsilon(epsilon), n_candidates=n_candidates, monotone=monotone)
+
+
+def coverage(event: ExponentialEvent) -> Coverage:
+    """One charge covers one index ``i`` with ``0 <= i < n_candidates``."""
+    return Coverage(IndexOutput(event.n_candidates), 1)
+
+
+def release(event: ExponentialEvent, scores: Sequence[float], rng: RandomSource) -> int:
+    """The selected index for a charged ``event`` (:func:`sample_exponential` with the event's ε, Δ, monotone).
+
+    Raises:
+        InvalidParameter: the number of scores is not the event's ``n_candidates``, or bad scores.
+    """
+    if len(scores) != event.n_candidates:
+        raise InvalidParameter(f"{len(scores)} scores for an event over {event.n_candidates} candidates")
+    return sample_exponential(scores, event.epsilon, event.sensitivity.value, event.monotone, rng)

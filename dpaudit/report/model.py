@@ -11,6 +11,7 @@ from dpaudit import store as run_store
 from dpaudit.errors import VerificationError
 from dpaudit.events import LeafEvent, PrivacyEvent
 from dpaudit.ledger import Record, read_records
+from dpaudit.records import CHARGE, INFO, OPEN, RELEASE, ChargeBody, InfoBody, OpenBody, ReleaseBody
 
 #: the noise parameters shown for each event kind (public, from the event itself)
 _PARAMETERS = ("epsilon", "delta", "scale", "sigma", "grid", "dimension", "n_candidates", "threshold_scale",
@@ -48,22 +49,23 @@ def _describe(event: PrivacyEvent) -> dict[str, Any]:
 def build_report(run_dir: Path) -> dict[str, Any]:
     """Everything a budget report shows, as plain JSON-able data."""
     records, certificate = load_run(run_dir)
-    if not records or records[0].type != "open":
+    if not records or records[0].type != OPEN:
         raise VerificationError(f"{run_dir}: ledger does not start with an open record")
-    opened = records[0].body
+    opened = OpenBody.from_dict(records[0].body)
     events: list[dict[str, Any]] = []
     released: dict[int, int] = {}
     info = []
     for r in records:
-        if r.type == "charge":
-            events.append({"seq": r.seq, "time": r.time, "plugin": r.body["plugin"],
-                           "mechanism": r.body["mechanism"], "epsilon_spent": r.body["epsilon_spent"],
-                           "bound_source": r.body["bound_source"],
-                           **_describe(PrivacyEvent.from_dict(r.body["event"]))})
-        elif r.type == "release":
-            released[r.body["charge_seq"]] = released.get(r.body["charge_seq"], 0) + 1
-        elif r.type == "info":
-            info.append({"seq": r.seq, **r.body})
+        if r.type == CHARGE:
+            charge = ChargeBody.from_dict(r.body)
+            events.append({"seq": r.seq, "time": r.time, "plugin": charge.plugin, "mechanism": charge.mechanism,
+                           "epsilon_spent": charge.epsilon_spent, "bound_source": charge.bound_source,
+                           **_describe(charge.privacy_event())})
+        elif r.type == RELEASE:
+            seq = ReleaseBody.from_dict(r.body).charge_seq
+            released[seq] = released.get(seq, 0) + 1
+        elif r.type == INFO:
+            info.append({"seq": r.seq, **InfoBody.from_dict(r.body).to_dict()})
     groups: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
     for e in events:
         e["releases"] = released.get(e["seq"], 0)
@@ -75,15 +77,14 @@ def build_report(run_dir: Path) -> dict[str, Any]:
         g["declared_epsilon"] = (None if declared is None or g["declared_epsilon"] is None
                                  else g["declared_epsilon"] + float(declared) * e["multiplicity"])
     return {
-        "run": {"name": opened["name"], "run_dir": str(run_dir), "closed": certificate is not None,
+        "run": {"name": opened.name, "run_dir": str(run_dir), "closed": certificate is not None,
                 "records": len(records)},
-        "budget": opened["budget"],
+        "budget": dict(opened.budget),
         # the certificate's key, else the one the open record names (a run still open); None for old ledgers
-        "signing_key_fingerprint": (certificate or {}).get("public_key_fingerprint",
-                                                           opened.get("signing_key_fingerprint")),
-        "neighbouring": opened["neighbouring"],
-        "protected": opened["protected"],
-        "public": opened["public"],
+        "signing_key_fingerprint": (certificate or {}).get("public_key_fingerprint", opened.signing_key_fingerprint),
+        "neighbouring": opened.neighbouring,
+        "protected": list(opened.protected),
+        "public": list(opened.public),
         "groups": list(groups.values()),
         "events": events,
         "cumulative_epsilon": [{"seq": e["seq"], "epsilon": e["epsilon_spent"]} for e in events],

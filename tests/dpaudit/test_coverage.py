@@ -6,12 +6,7 @@ import pytest
 
 from dpaudit import from_formula
 from dpaudit.coverage import (
-    AboveThresholdRound,
-    Coverage,
-    IndexOutput,
-    SelectedOutput,
-    TrainingRun,
-    VectorOutput,
+    RULES,
     after_claim,
     after_release,
     after_round_start,
@@ -22,15 +17,26 @@ from dpaudit.coverage import (
 )
 from dpaudit.errors import BudgetExceeded, UncoveredRelease
 from dpaudit.events import (
+    EVENT_KINDS,
     AboveThresholdEvent,
     ComposedEvent,
     ExponentialEvent,
     GaussianEvent,
     LaplaceEvent,
+    LeafEvent,
     PoissonSubsampledGaussianEvent,
+    RandomizedResponseEvent,
     RepeatAndSelectEvent,
     SampledWithoutReplacementGaussianEvent,
     SelfComposedEvent,
+)
+from dpaudit.mechanisms.outputs import (
+    AboveThresholdRound,
+    Coverage,
+    IndexOutput,
+    SelectedOutput,
+    TrainingRun,
+    VectorOutput,
 )
 from dpaudit.sensitivity import declared
 
@@ -70,8 +76,17 @@ def test_every_event_kind_states_what_one_charge_covers():
     assert coverage_of(wor) == Coverage(TrainingRun(), 1)
     assert coverage_of(RepeatAndSelectEvent(event=_dpsgd(), distribution="geometric", gamma=0.1)) == Coverage(
         SelectedOutput(), 1)
+    bit = RandomizedResponseEvent(neighbouring="add_remove", sensitivity=from_formula("bit", "add_remove"),
+                                  epsilon=0.5)
+    assert coverage_of(bit) == Coverage(IndexOutput(2), 1)
     nested = SelfComposedEvent(event=SelfComposedEvent(event=_laplace(), count=3), count=2)
     assert coverage_of(nested) == Coverage(VectorOutput(1), 6)
+
+
+def test_every_registered_mechanism_kind_has_a_coverage_rule():
+    """The dispatch table is complete: a new event kind without its mechanism module's rule fails here."""
+    mechanisms = {cls for cls in EVENT_KINDS.values() if issubclass(cls, LeafEvent)} | {RepeatAndSelectEvent}
+    assert mechanisms <= set(RULES)
 
 
 def test_a_composition_of_different_events_has_no_release_rule():

@@ -43,17 +43,17 @@ def test_api_example_releases_and_certifies(make_session):
 
 def test_charge_record_precedes_noise_and_release(make_session, monkeypatch):
     """The charge record is on disk before the sampler runs; the release record before the value returns."""
-    import dpaudit.session as session_module
+    import dpaudit.mechanisms.laplace as laplace_module
 
     s = make_session()
     seen = []
-    real = session_module.release_laplace
+    real = laplace_module.release_laplace
 
     def spy(*args, **kwargs):
         seen.append(_types(s)[-1])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(session_module, "release_laplace", spy)
+    monkeypatch.setattr(laplace_module, "release_laplace", spy)
     s.laplace(3.0, sensitivity=1.0, epsilon=0.1)
     assert seen == ["charge"]
     assert _types(s)[-1] == "release"
@@ -318,10 +318,10 @@ def test_check_affordable_charges_nothing(make_session):
 
 def test_exponential_scores_are_not_rounded_to_floats(make_session, monkeypatch):
     """Integer scores beyond 2^53 reach the exact sampler unrounded (rounding could double the sensitivity)."""
-    import dpaudit.session as session_module
+    import dpaudit.mechanisms.exponential as exponential_module
 
     seen = []
-    monkeypatch.setattr(session_module, "sample_exponential", lambda scores, *a: seen.append(scores) or 0)
+    monkeypatch.setattr(exponential_module, "sample_exponential", lambda scores, *a: seen.append(scores) or 0)
     s = make_session()
     big = 2**60 + 1
     s.exponential([big, big + 1], sensitivity=1.0, epsilon=0.1)
@@ -806,3 +806,20 @@ def test_a_session_whose_filter_skipped_the_delta_split_fails_verify(make_sessio
     assert not report.valid
     detail = _recompose(report)
     assert "exceed the filter" in detail and "ours refuses" in detail and "dp_accounting refuses" in detail
+
+
+def test_randomized_response_charges_then_releases_one_bit(make_session):
+    """The façade is a thin call into dpaudit/mechanisms/randomized_response.py: charge ε, release 0/1, return a bool;
+    anything but a bool is refused before anything is charged."""
+    s = make_session(epsilon=1.0)
+    for wrong in (1, 0.0, "yes", None):
+        with pytest.raises(InvalidParameter, match="needs a bool"):
+            s.randomized_response(wrong, 0.5)
+    assert _types(s) == ["open"] and s.spent_epsilon() == 0.0
+    reported = s.randomized_response(np.bool_(True), 0.5, label="smoker")
+    assert isinstance(reported, bool)
+    records, _ = read_records(s.ledger_path)
+    charge, release = records[-2:]
+    assert charge.body["event"]["kind"] == "randomized_response" and release.body["output"] == int(reported)
+    assert s.spent_epsilon() == pytest.approx(0.5)
+    s.close()

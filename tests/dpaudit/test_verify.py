@@ -481,3 +481,30 @@ def test_a_downgraded_certificate_fails(bundle, tmp_path):
     _resign(bundle, tmp_path, lambda c: c.__setitem__("format", "dpaudit-certificate/1"))
     reasons = verify_bundle(bundle, allow_not_for_release=True).reasons
     assert any(r.startswith("run-binding:") and "downgraded" in r for r in reasons), reasons
+
+
+def test_a_randomized_response_run_verifies_and_a_forged_bit_fails(make_session, tmp_path):
+    """The new mechanism goes through verify with no verify-specific code: its charge is re-checked by its privacy
+    map, its release by its coverage rule (one bit, the index 0 or 1). Attacks: the release edited to 2 or to a
+    boolean, and a second release on the one charge (chain rebuilt, certificate re-signed)."""
+    with make_session(epsilon=1.0) as s:
+        reported = s.randomized_response(True, 0.5, label="smoker")
+    assert isinstance(reported, bool)
+    clean = tmp_path / "rr"
+    shutil.copytree(s.run_dir, clean)
+    assert verify_bundle(clean, allow_not_for_release=True).valid
+    for name, edit, reason in [
+        ("two", lambda rel: [replace(rel, body={**rel.body, "output": 2})], "not an index in [0, 2)"),
+        ("bool", lambda rel: [replace(rel, body={**rel.body, "output": True})], "not an index in [0, 2)"),
+        ("twice", lambda rel: [rel, rel], "one release more"),
+    ]:
+        forged = tmp_path / name
+        shutil.copytree(clean, forged)
+
+        def edited(records: list[Record], edit=edit) -> list[Record]:
+            release = _first_release(records)
+            at = records.index(release)
+            return records[:at] + edit(release) + records[at + 1:]
+
+        reasons = _forge(forged, tmp_path, edited)
+        assert any(r.startswith("releases:") and reason in r for r in reasons), (name, reasons)

@@ -10,8 +10,8 @@ from dpaudit.events import (
     PoissonSubsampledGaussianEvent,
     SampledWithoutReplacementGaussianEvent,
 )
-from dpaudit.mechanisms.calibration import calibrate_discrete_gaussian
-from dpaudit.privacy_maps import grid_sensitivity
+from dpaudit.mechanisms.gaussian import calibrate_discrete_gaussian
+from dpaudit.mechanisms.grid import grid_sensitivity
 from dpaudit.sensitivity import declared, from_formula
 
 GRID = 1.0 / 1024

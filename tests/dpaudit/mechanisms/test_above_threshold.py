@@ -1,4 +1,5 @@
-"""Tests of the AboveThreshold state machine: halting, the query cap, grid rounding and bad input.
+"""Tests of dpaudit.mechanisms.above_threshold: the privacy map and calibration, the event and coverage, and the
+AboveThreshold state machine (halting, the query cap, grid rounding and bad input).
 
 Where a test needs a deterministic answer it uses noise scales of 1/1000 grid unit: a discrete Laplace variable
 with scale 1/1000 is non-zero with probability 2e^{-1000}/(1 + e^{-1000}) < 10^{-433}, so the comparison is
@@ -13,8 +14,19 @@ import numpy as np
 import pytest
 
 from dpaudit.errors import BudgetExceeded, InvalidParameter
-from dpaudit.mechanisms.above_threshold import AboveThreshold
+from dpaudit.events import AboveThresholdEvent, LaplaceEvent, SelfComposedEvent
+from dpaudit.mechanisms.above_threshold import (
+    AboveThreshold,
+    above_threshold_epsilon,
+    above_threshold_event,
+    calibrate_above_threshold,
+    coverage,
+    start_round,
+)
+from dpaudit.mechanisms.grid import default_grid, grid_sensitivity
+from dpaudit.mechanisms.outputs import AboveThresholdRound, Coverage
 from dpaudit.mechanisms.randomness import SeededRandom
+from dpaudit.sensitivity import Neighbouring, Norm, declared
 
 GRID = 0.5
 TINY = GRID / 1000
@@ -110,3 +122,47 @@ def test_bad_parameters_are_refused(kwargs):
     args.update(kwargs)
     with pytest.raises(InvalidParameter):
         AboveThreshold(**args)
+
+
+AWKWARD = [(1.0, 1.0, default_grid(1.0), 1), (0.1, 1 / 3, 0.1, 1), (1 / 3, 0.7, 0.01, 5), (2.2, 1e-3, 1e-7, 2),
+           (0.7, 3.0, 1.0, 1), (1e-3, 123.456, 0.3, 7)]
+
+
+@pytest.mark.parametrize(("epsilon", "sensitivity", "grid", "_dimension"), AWKWARD)
+def test_above_threshold_scales_meet_epsilon_when_verified(epsilon: float, sensitivity: float, grid: float,
+                                                           _dimension: int) -> None:
+    threshold_scale, query_scale = calibrate_above_threshold(epsilon, sensitivity, grid)
+    event = AboveThresholdEvent(neighbouring=Neighbouring.REPLACE_ONE,
+                                sensitivity=declared(sensitivity, Norm.L1, "test"), epsilon=epsilon,
+                                threshold_scale=threshold_scale, query_scale=query_scale, grid=grid, max_queries=10)
+    assert above_threshold_epsilon(event) <= epsilon
+    delta_grid = grid_sensitivity(sensitivity, grid, 1, Norm.L1)
+    assert threshold_scale == pytest.approx(2 * delta_grid * grid / epsilon, rel=1e-14)
+    assert query_scale == pytest.approx(4 * delta_grid * grid / epsilon, rel=1e-14)
+
+
+
+
+def test_above_threshold_event_charges_every_round_up_front_and_covers_one_round_each() -> None:
+    sens = declared(1.0, Norm.L1, "test")
+    one = above_threshold_event(Neighbouring.ADD_REMOVE, sens, 0.5, max_queries=7)
+    assert isinstance(one, AboveThresholdEvent) and one.grid == default_grid(1.0)
+    assert above_threshold_epsilon(one) <= 0.5
+    assert coverage(one) == Coverage(AboveThresholdRound(7), 1)
+    three = above_threshold_event(Neighbouring.ADD_REMOVE, sens, 0.5, max_queries=7, rounds=3)
+    assert three == SelfComposedEvent(event=one, count=3)
+    assert start_round(three, 0.0, SeededRandom(1)).max_queries == 7
+
+
+def test_start_round_refuses_another_mechanism_s_charge() -> None:
+    laplace = LaplaceEvent(neighbouring=Neighbouring.ADD_REMOVE, sensitivity=declared(1.0, Norm.L1, "test"),
+                           epsilon=1.0, scale=1.0, grid=0.1)
+    with pytest.raises(InvalidParameter, match="not an AboveThreshold charge"):
+        start_round(laplace, 0.0, SeededRandom(1))
+
+
+def test_bad_calibration_parameters_are_refused() -> None:
+    with pytest.raises(InvalidParameter):
+        calibrate_above_threshold(1.0, 1.0, -0.1)
+    with pytest.raises(InvalidParameter):
+        above_threshold_event(Neighbouring.ADD_REMOVE, declared(1.0, Norm.L1, "test"), 1.0, max_queries=0)

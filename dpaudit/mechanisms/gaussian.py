@@ -1,18 +1,15 @@
-"""Noise calibration: from a privacy target to noise parameters, and from noise parameters to δ.
+"""The discrete Gaussian mechanism on the grid γ·Z: event, privacy map, calibration, coverage, release.
 
-Pure functions, floats in and floats out. Every value returned is conservative for the privacy claim it serves:
+Each coordinate is rounded exactly to the grid and γ times an exact discrete Gaussian N_Z(0, (σ/γ)²) is added
+(Canonne, Kamath & Steinke 2020, Alg. 3). The privacy map is :func:`gaussian_event_delta`, an upper bound on the
+δ the recorded noise achieves at the recorded ε; the calibration, every accountant, the budget filter and
+``dpaudit verify`` evaluate it. Every value returned is conservative for the privacy claim it serves:
 
-* a δ is an UPPER bound on the true δ(ε) (floating-point error is bounded explicitly and added, tail sums that
-  are cut off are bounded by integrals and added, the last exponential is rounded up);
-* a calibrated noise scale is one for which the corresponding δ or ε, re-evaluated by the very function that
-  ``dpaudit verify`` uses, meets the target (root-finding keeps the end of the bracket that passes).
-
-Floating-point allowance. Quantities evaluated in the log domain are shifted by ``_slack(...)`` =
-16·u·(1 + Σ|intermediate magnitudes| + number of summed terms), with u = 2⁻⁵³ the unit roundoff. Each
-elementary operation contributes a relative error of at most u (a few ulp for ``exp``, ``log``, ``log_ndtr``),
-and an error of relative size r in a quantity of magnitude m shifts a log-domain sum by at most r·m, so the
-allowance exceeds the accumulated error by a wide margin while staying below 10⁻⁹ relative in δ in every case
-met in practice.
+* a δ is an UPPER bound on the true δ(ε) (floating-point error is bounded explicitly and added,
+  :mod:`dpaudit.mechanisms.numerics`; tail sums that are cut off are bounded by integrals and added; the last
+  exponential is rounded up);
+* a calibrated σ is one for which the δ, re-evaluated by the very function that ``dpaudit verify`` uses, meets the
+  target (root-finding keeps the end of the bracket that passes).
 
 References:
     Balle & Wang, "Improving the Gaussian Mechanism for Differential Privacy", ICML 2018 (Thm. 8, Alg. 1).
@@ -20,108 +17,39 @@ References:
     Prop. 12 / Cor. 13, Thm. 14).
     Asoodeh, Liao, Calmon, Kosut & Sankar, "Three Variants of Differential Privacy: Lossless Conversion and
     Applications", IEEE JSAIT 2021 (the same RDP → (ε, δ) conversion).
+See docs/mechanisms/gaussian.md.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr, logsumexp
 
-from dpaudit.errors import AccountingError
 from dpaudit.events import GaussianEvent
-from dpaudit.privacy_maps import gaussian_grid_parameters, grid_sensitivity
-from dpaudit.sensitivity import Norm
+from dpaudit.mechanisms.discrete import sample_discrete_gaussian
+from dpaudit.mechanisms.grid import add_grid_noise, default_grid, grid_sensitivity, scale_in_grid_units
+from dpaudit.mechanisms.numerics import U, allowance, exp_up, smallest_passing
+from dpaudit.mechanisms.outputs import Coverage, VectorOutput
+from dpaudit.mechanisms.randomness import RandomSource
+from dpaudit.sensitivity import Neighbouring, Norm, Sensitivity
 from dpaudit.validation import check_count, check_delta, check_epsilon, check_nonnegative, check_positive
 
-#: unit roundoff of IEEE-754 binary64
-_U = 2.0**-53
-#: relative width at which bisection stops (the returned end always passes the check)
-_REL_TOL = 1e-12
-#: bound on bracketing / bisection / nudging steps (2¹⁰²⁴ spans the float range)
-_MAX_STEPS = 2200
 #: above this many summed terms CKS Thm. 7 is replaced by the zCDP bound (memory; the bound stays valid)
 _MAX_EXACT_TERMS = 2**22
 #: the exact discrete tail is summed over 12σ past its start; the rest (< e⁻⁷² of the head) is bounded by an integral
 _TAIL_SIGMAS = 12
 #: Rényi orders α tried by the zCDP conversion (α − 1 log-spaced; any α > 1 gives a valid bound)
 _ORDERS = 1.0 + np.logspace(-8, 8, 4001)
-#: default grid: γ = Δ / 2¹⁰
-_GRID_DIVISOR = 2**10
 
 
-def _slack(*magnitudes: float, terms: int = 0) -> float:
-    """Floating-point allowance for a log-domain quantity built from ``magnitudes`` (see the module docstring)."""
-    return 16.0 * _U * (1.0 + terms + float(sum(abs(m) for m in magnitudes)))
-
-
-def _exp_up(log_value: float) -> float:
-    """exp(log_value) rounded up (to the next float, so an underflow gives the least positive float), capped at 1.
-
-    Raises:
-        AccountingError: ``log_value`` is NaN (a bound that cannot be evaluated is never silently accepted).
-    """
-    if math.isnan(log_value):
-        raise AccountingError("a privacy bound evaluated to NaN")
-    return min(1.0, math.nextafter(math.exp(min(log_value, 0.0)), math.inf))
-
-
-def _smallest_passing(passes: Callable[[float], bool], start: float) -> float:
-    """Approximately the smallest x > 0 with ``passes(x)``, for a check that holds for all large enough x.
-
-    Bisection keeps the passing end: the value returned is always one on which ``passes`` returned True.
-
-    Raises:
-        AccountingError: no passing (or no failing) value was found within the float range.
-    """
-    lo = hi = start
-    if passes(start):
-        for _ in range(_MAX_STEPS):
-            lo /= 2.0
-            if not passes(lo):
-                break
-            hi = lo
-        else:
-            raise AccountingError(f"calibration found no failing point below {start!r}")
-    else:
-        for _ in range(_MAX_STEPS):
-            lo, hi = hi, hi * 2.0
-            if math.isinf(hi):
-                raise AccountingError(f"calibration found no passing point above {start!r}")
-            if passes(hi):
-                break
-        else:
-            raise AccountingError(f"calibration found no passing point above {start!r}")
-    for _ in range(_MAX_STEPS):
-        if hi - lo <= _REL_TOL * hi:
-            break
-        mid = 0.5 * (lo + hi)
-        if passes(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-def _nudged_up(value: float, fits: Callable[[float], bool], what: str) -> float:
-    """The first of value, nextafter(value), ... that ``fits`` (float rounding only ever needs a few steps)."""
-    for _ in range(64):
-        if fits(value):
-            return value
-        value = math.nextafter(value, math.inf)
-    raise AccountingError(f"could not round {what} up to a value that meets the target")
-
-
-def _grid_units_lower(scale: float, grid: float) -> Fraction:
-    """The smaller of the two readings of scale/γ: the float quotient (used by the privacy maps) and the exact one.
-
-    A calibration that holds for this value holds whichever reading a release or a verifier uses.
-    """
-    return min(Fraction(scale / grid), Fraction(scale) / Fraction(grid))
+def gaussian_grid_parameters(event: GaussianEvent) -> tuple[float, float]:
+    """(σ in grid units, L2 sensitivity in grid units) of a discrete-Gaussian release."""
+    delta_grid = grid_sensitivity(event.sensitivity.value, event.grid, event.dimension, Norm.L2)
+    return event.sigma / event.grid, delta_grid
 
 
 # --- continuous (analytic) Gaussian ---------------------------------------------------------------------------
@@ -132,8 +60,8 @@ def analytic_gaussian_delta(sigma: float, epsilon: float, sensitivity: float) ->
 
     Balle & Wang 2018, Thm. 8: δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ). Evaluated as
     Φ(a)·(1 − exp(ε + log Φ(b) − log Φ(a))) with ``scipy.special.log_ndtr`` and ``expm1``, so there is neither
-    underflow for large ε nor catastrophic cancellation; the floating-point allowance of the module docstring
-    is added before the final (upward-rounded) exponential.
+    underflow for large ε nor catastrophic cancellation; the floating-point allowance of
+    :mod:`dpaudit.mechanisms.numerics` is added before the final (upward-rounded) exponential.
 
     Args:
         sigma: noise standard deviation σ > 0.
@@ -150,13 +78,13 @@ def analytic_gaussian_delta(sigma: float, epsilon: float, sensitivity: float) ->
     s = epsilon * sigma / sensitivity
     a, b = 0.5 * r - s, -0.5 * r - s
     log_p, log_q = float(log_ndtr(a)), float(log_ndtr(b))
-    slack = _slack(epsilon, log_p, log_q, (1.0 + abs(a) + abs(b)) * (r + s))
+    slack = allowance(epsilon, log_p, log_q, (1.0 + abs(a) + abs(b)) * (r + s))
     if math.isinf(log_p):  # Φ(a) underflows even in the log domain; δ ≤ Φ(a)
-        return _exp_up(log_p)
+        return exp_up(log_p)
     exponent = min(epsilon + log_q - log_p - slack, 0.0)  # exactly < 0, as Φ(a) > e^ε Φ(b)
     if exponent == 0.0:  # only if rounding exceeded the allowance: fall back on δ ≤ Φ(a)
-        return _exp_up(log_p + slack)
-    return _exp_up(log_p + math.log(-math.expm1(exponent)) + slack)
+        return exp_up(log_p + slack)
+    return exp_up(log_p + math.log(-math.expm1(exponent)) + slack)
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
@@ -178,7 +106,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     delta = check_delta(delta, allow_zero=False)
     sensitivity = check_positive("sensitivity", sensitivity)
     start = sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
-    return _smallest_passing(lambda s: analytic_gaussian_delta(s, epsilon, sensitivity) <= delta, start)
+    return smallest_passing(lambda s: analytic_gaussian_delta(s, epsilon, sensitivity) <= delta, start)
 
 
 # --- zCDP to (ε, δ) -------------------------------------------------------------------------------------------
@@ -218,9 +146,9 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     log_delta = float(_log_delta_at_order(np.asarray(alpha), rho, epsilon))
     if not math.isfinite(log_delta):
         return 1.0
-    slack = _slack((alpha - 1.0) * alpha * rho, (alpha - 1.0) * epsilon,
+    slack = allowance((alpha - 1.0) * alpha * rho, (alpha - 1.0) * epsilon,
                    (alpha - 1.0) * math.log1p(-1.0 / alpha), math.log(alpha))
-    return _exp_up(log_delta + slack)
+    return exp_up(log_delta + slack)
 
 
 # --- discrete Gaussian ----------------------------------------------------------------------------------------
@@ -235,7 +163,7 @@ def _log_normaliser_lower(sigma: float) -> float:
     poisson = math.log(math.sqrt(2.0 * math.pi) * sigma)
     y = np.arange(1, 65, dtype=np.float64)
     partial = float(np.logaddexp(0.0, math.log(2.0) + logsumexp(-(y * y) / (2.0 * sigma * sigma))))
-    return max(poisson, partial) - _slack(poisson, partial, terms=64)
+    return max(poisson, partial) - allowance(poisson, partial, terms=64)
 
 
 def _discrete_gaussian_delta_thm7(sigma: float, shift: int, epsilon: float) -> float:
@@ -255,7 +183,7 @@ def _discrete_gaussian_delta_thm7(sigma: float, shift: int, epsilon: float) -> f
     two_var = 2.0 * sigma * sigma
     log_w = -(y * y) / two_var
     loss = (2.0 * shift * y + float(shift) ** 2) / two_var
-    loss_slack = 16.0 * _U * (1.0 + epsilon + np.abs(loss))
+    loss_slack = 16.0 * U * (1.0 + epsilon + np.abs(loss))
     with np.errstate(divide="ignore"):  # a factor that is exactly 0 contributes log 0 = −inf
         log_factor = np.log(-np.expm1(np.minimum(epsilon - loss - loss_slack, 0.0)))
     log_head = float(logsumexp(log_w + log_factor))
@@ -263,8 +191,8 @@ def _discrete_gaussian_delta_thm7(sigma: float, shift: int, epsilon: float) -> f
     head_magnitude = float(np.max(np.abs(log_w))) + float(np.max(np.abs(log_factor[np.isfinite(log_factor)]),
                                                                   initial=0.0))
     log_numerator = float(np.logaddexp(log_head, log_tail))
-    slack = _slack(head_magnitude, log_tail, log_numerator, y1 / sigma, terms=len(y))
-    return _exp_up(log_numerator - _log_normaliser_lower(sigma) + slack)
+    slack = allowance(head_magnitude, log_tail, log_numerator, y1 / sigma, terms=len(y))
+    return exp_up(log_numerator - _log_normaliser_lower(sigma) + slack)
 
 
 def discrete_gaussian_delta(sigma_grid: float, sensitivity_grid: float, epsilon: float, dimension: int) -> float:
@@ -280,7 +208,7 @@ def discrete_gaussian_delta(sigma_grid: float, sensitivity_grid: float, epsilon:
 
     Args:
         sigma_grid: σ in grid units, > 0.
-        sensitivity_grid: L2 sensitivity Δ in grid units (from :func:`~dpaudit.privacy_maps.grid_sensitivity`).
+        sensitivity_grid: L2 sensitivity Δ in grid units (from :func:`~dpaudit.mechanisms.grid.grid_sensitivity`).
         epsilon: ε ≥ 0.
         dimension: number of coordinates d ≥ 1.
 
@@ -297,7 +225,7 @@ def discrete_gaussian_delta(sigma_grid: float, sensitivity_grid: float, epsilon:
         terms = max(0.0, -t1) + _TAIL_SIGMAS * sigma_grid
         if terms <= _MAX_EXACT_TERMS and t1 + terms < 2.0**52:  # indices stay exact in float64
             return _discrete_gaussian_delta_thm7(sigma_grid, shift, epsilon)
-    rho = sensitivity_grid * sensitivity_grid / (2.0 * sigma_grid * sigma_grid) * (1.0 + 8.0 * _U)
+    rho = sensitivity_grid * sensitivity_grid / (2.0 * sigma_grid * sigma_grid) * (1.0 + 8.0 * U)
     return zcdp_delta(rho, epsilon)
 
 
@@ -307,7 +235,7 @@ def calibrate_discrete_gaussian(epsilon: float, delta: float, sensitivity: float
 
     Solves :func:`discrete_gaussian_delta`(σ/γ, grid_sensitivity(Δ, γ, d, 'l2'), ε, d) ≤ δ by bisection from the
     analytic Gaussian σ for the rounded sensitivity, keeping the passing end. σ/γ is computed exactly as
-    :func:`dpaudit.privacy_maps.gaussian_grid_parameters` computes it, so :func:`gaussian_event_delta` of the
+    :func:`gaussian_grid_parameters` computes it, so :func:`gaussian_event_delta` of the
     resulting event is ≤ δ.
 
     Args:
@@ -325,7 +253,7 @@ def calibrate_discrete_gaussian(epsilon: float, delta: float, sensitivity: float
     grid = check_positive("grid", grid)
     delta_grid = grid_sensitivity(sensitivity, grid, dimension, Norm.L2)
     start = analytic_gaussian_sigma(epsilon, delta, delta_grid * grid)
-    return _smallest_passing(
+    return smallest_passing(
         lambda s: discrete_gaussian_delta(s / grid, delta_grid, epsilon, dimension) <= delta, start
     )
 
@@ -339,71 +267,50 @@ def gaussian_event_delta(event: GaussianEvent) -> float:
     return discrete_gaussian_delta(sigma_grid, delta_grid, event.epsilon, event.dimension)
 
 
-# --- Laplace and AboveThreshold -------------------------------------------------------------------------------
+def gaussian_event(neighbouring: Neighbouring, sensitivity: Sensitivity, epsilon: float, delta: float, *,
+                   dimension: int = 1, label: str = "", grid: float | None = None) -> GaussianEvent:
+    """The calibrated event of an (ε, δ)-DP release of ``dimension`` coordinates (grid γ = Δ/2¹⁰ unless given).
 
-
-def calibrate_laplace_scale(epsilon: float, sensitivity: float, grid: float, dimension: int) -> float:
-    """Scale b (value units) of discrete Laplace noise on ``grid``·Z that is ε-DP after grid rounding.
-
-    b = γ·Δ_γ/ε with Δ_γ = grid_sensitivity(Δ, γ, d, 'l1') (CKS 2020, Sec. 5), then raised ulp by ulp until
-    Δ_γ / (b/γ) ≤ ε holds in exact rational arithmetic for both readings of b/γ (float quotient and exact
-    quotient). Then :func:`dpaudit.privacy_maps.laplace_epsilon`, one correctly rounded division of those
-    numbers, is also ≤ ε.
-
-    Args:
-        epsilon: target ε > 0.
-        sensitivity: L1 sensitivity Δ in value units.
-        grid: grid spacing γ > 0.
-        dimension: number of coordinates d ≥ 1.
-
-    Returns:
-        b in value units.
+    Raises:
+        InvalidParameter: ε, δ, the grid or the dimension out of range, or a sensitivity of the wrong norm.
     """
     epsilon = check_epsilon(epsilon)
-    grid = check_positive("grid", grid)
-    delta_grid = Fraction(grid_sensitivity(sensitivity, grid, dimension, Norm.L1))
-    target = Fraction(epsilon)
-    return _nudged_up(grid * float(delta_grid) / epsilon,
-                      lambda b: delta_grid / _grid_units_lower(b, grid) <= target, "the Laplace scale")
+    delta = check_delta(delta, allow_zero=False)
+    grid = grid if grid is not None else default_grid(sensitivity.value)
+    sigma = calibrate_discrete_gaussian(epsilon, delta, sensitivity.value, grid, dimension)
+    return GaussianEvent(neighbouring=neighbouring, sensitivity=sensitivity, label=label, epsilon=epsilon,
+                         delta=delta, sigma=sigma, grid=grid, dimension=dimension)
 
 
-def calibrate_above_threshold(epsilon: float, sensitivity: float, grid: float) -> tuple[float, float]:
-    """(threshold_scale, query_scale) in value units for ε-DP AboveThreshold on ``grid``·Z.
+def coverage(event: GaussianEvent) -> Coverage:
+    """One charge covers one output of exactly ``dimension`` numbers."""
+    return Coverage(VectorOutput(event.dimension), 1)
 
-    Grid-unit scales t₁ = 2Δ_γ/ε and t₂ = 4Δ_γ/ε (Dwork & Roth 2014, Alg. 1; Lyu, Su & Li 2017, Alg. 1 with
-    c = 1), Δ_γ = grid_sensitivity(Δ, γ, 1, 'l1'), times γ; both raised ulp by ulp until
-    Δ_γ/t₁ + 2Δ_γ/t₂ ≤ ε·(1 − 4u) exactly for both readings of t = b/γ. The margin 4u absorbs the three
-    roundings of :func:`dpaudit.privacy_maps.above_threshold_epsilon`, which is therefore ≤ ε.
+
+def release_gaussian(value: float | np.ndarray, sigma: float, grid: float, rng: RandomSource) -> float | np.ndarray:
+    """value + γ·G per coordinate, G ~ discrete Gaussian N_Z(0, (σ/γ)²) (CKS 2020, Algorithm 3).
+
+    (ε, δ)-DP for L2 sensitivity Δ when sigma comes from :func:`calibrate_discrete_gaussian`.
 
     Args:
-        epsilon: target ε > 0.
-        sensitivity: sensitivity Δ of each query in value units.
+        value: the true value, a real number or a numeric array (any shape).
+        sigma: noise parameter σ > 0 in value units (the variance parameter is σ², as in CKS).
         grid: grid spacing γ > 0.
+        rng: source of uniform integers (:class:`~dpaudit.mechanisms.randomness.SecureRandom` for releases).
 
     Returns:
-        (threshold_scale, query_scale) in value units.
+        A float (for a scalar ``value``) or a float64 array of the same shape, every entry a multiple of γ
+        (up to the final float rounding of k·γ).
+
+    Raises:
+        InvalidParameter: a NaN or infinite coordinate, a non-numeric value, or a sigma/grid that is not > 0.
     """
-    epsilon = check_epsilon(epsilon)
-    grid = check_positive("grid", grid)
-    delta_grid = Fraction(grid_sensitivity(sensitivity, grid, 1, Norm.L1))
-    target = Fraction(epsilon) * (1 - 4 * Fraction(_U))
-    threshold_scale = grid * float(2 * delta_grid) / epsilon
-    query_scale = grid * float(4 * delta_grid) / epsilon
-    for _ in range(64):
-        loss = delta_grid / _grid_units_lower(threshold_scale, grid) + 2 * delta_grid / _grid_units_lower(
-            query_scale, grid)
-        if loss <= target:
-            return threshold_scale, query_scale
-        threshold_scale = math.nextafter(threshold_scale, math.inf)
-        query_scale = math.nextafter(query_scale, math.inf)
-    raise AccountingError("could not round the AboveThreshold scales up to values that meet the target")
+    check_positive("sigma", sigma)
+    check_positive("grid", grid)
+    variance = scale_in_grid_units(sigma, grid) ** 2
+    return add_grid_noise(value, grid, lambda: sample_discrete_gaussian(variance, rng))
 
 
-def default_grid(sensitivity: float) -> float:
-    """The session's default grid γ = Δ/2¹⁰ (exact: division by a power of two).
-
-    Rounding to γ·Z inflates a scalar sensitivity from Δ/γ = 1024 to ⌊1024⌋ + 1 = 1025 grid units, i.e. by
-    1/1024 < 0.1 %. For d coordinates the inflation is d/1024 in L1 and √d/1024 in L2
-    (:func:`dpaudit.privacy_maps.grid_sensitivity`); callers releasing many coordinates may pass a finer grid.
-    """
-    return check_positive("sensitivity", sensitivity) / _GRID_DIVISOR
+def release(event: GaussianEvent, value: float | np.ndarray, rng: RandomSource) -> float | np.ndarray:
+    """The noisy ``value`` for a charged ``event`` (:func:`release_gaussian` with the event's σ and grid)."""
+    return release_gaussian(value, event.sigma, event.grid, rng)

@@ -1,4 +1,9 @@
-"""Exact samplers for the number of repetitions K of a repeat-and-select (Papernot & Steinke 2022; Liu & Talwar 2019).
+"""Repeat-and-select (Papernot & Steinke 2022; Liu & Talwar 2019): what one charge covers, and exact samplers for K.
+
+One charge of a :class:`~dpaudit.events.RepeatAndSelectEvent` covers one output, the selected repetition's
+(:func:`coverage`); K and every other repetition stay secret. Its privacy map is a Rényi-DP statement about the
+whole base event (:mod:`dpaudit.accounting.repeat_select`); its event is built, and checked to have an exact
+sampler for K before anything is charged, by :func:`repeat_and_select_event`.
 
 Every parameter is converted to a :class:`fractions.Fraction` (a float converts exactly, so the law sampled is the
 law of the recorded float parameter) and the only randomness is uniform integers from a
@@ -26,8 +31,36 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from dpaudit.errors import InvalidParameter
+from dpaudit.events import PrivacyEvent, RepeatAndSelectEvent
 from dpaudit.mechanisms.discrete import _bernoulli, sample_bernoulli_exp
+from dpaudit.mechanisms.outputs import Coverage, SelectedOutput
 from dpaudit.mechanisms.randomness import RandomSource
+
+REPETITION_PARAMETERS = frozenset({"gamma", "eta", "mu"})
+"""The parameters of the repetition laws (``{"gamma": γ}``, ``{"eta": η, "gamma": γ}``, ``{"mu": μ}``)."""
+
+
+def repeat_and_select_event(base_event: PrivacyEvent, distribution: str, params: Mapping[str, float],
+                            label: str = "") -> RepeatAndSelectEvent:
+    """The event a repeat-and-select of ``base_event`` charges, checked to have an exact sampler for K.
+
+    Raises:
+        InvalidParameter: unknown or bad law parameters, or a truncated negative binomial law whose η is not a whole
+            number ≥ 1 (no exact sampler here).
+    """
+    unknown = set(params) - REPETITION_PARAMETERS
+    if unknown:
+        raise InvalidParameter(f"unknown repetition parameters {sorted(unknown)}")
+    event = RepeatAndSelectEvent(event=base_event, distribution=distribution, label=label,
+                                 **{k: float(v) for k, v in params.items()})
+    if distribution == "truncated_negative_binomial" and not (event.eta >= 1 and float(event.eta).is_integer()):
+        raise InvalidParameter(f"K ~ TNB(eta={event.eta}) has no exact sampler here: use a whole eta >= 1")
+    return event
+
+
+def coverage(event: RepeatAndSelectEvent) -> Coverage:
+    """One charge covers one selected output (or that nothing was selected)."""
+    return Coverage(SelectedOutput(), 1)
 
 
 def _fraction(name: str, value: float | Fraction) -> Fraction:

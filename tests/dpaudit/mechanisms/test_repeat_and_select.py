@@ -1,4 +1,6 @@
-"""Exact-distribution checks of the repetition-count samplers (geometric, truncated negative binomial, Poisson).
+"""Tests of dpaudit.mechanisms.repeat_and_select: the event (refused before charging when K has no exact sampler),
+coverage, and exact-distribution checks of the repetition-count samplers (geometric, truncated negative binomial,
+Poisson).
 
 Each check draws from a fixed seed and runs a chi-square goodness-of-fit test against the exact pmf, over cells of
 about equal expected mass (consecutive values pooled until a cell holds ≥ 1/BINS of the mass; the right tail,
@@ -18,8 +20,11 @@ import pytest
 from scipy.stats import chisquare
 
 from dpaudit.errors import InvalidParameter
+from dpaudit.mechanisms.outputs import Coverage, SelectedOutput
 from dpaudit.mechanisms.randomness import SeededRandom
-from dpaudit.mechanisms.repetitions import (
+from dpaudit.mechanisms.repeat_and_select import (
+    coverage,
+    repeat_and_select_event,
     sample_geometric,
     sample_poisson,
     sample_repetitions,
@@ -116,3 +121,27 @@ def test_dispatch_and_exact_parameters() -> None:
 def test_bad_parameters_are_refused(call) -> None:
     with pytest.raises(InvalidParameter):
         call(SeededRandom(0))
+
+
+def _base():
+    from dpaudit.testing.events import dpsgd_event
+
+    return dpsgd_event(steps=10)
+
+
+def test_the_event_holds_the_law_and_covers_one_selected_output() -> None:
+    event = repeat_and_select_event(_base(), "truncated_negative_binomial", {"eta": 2, "gamma": 0.1}, "tuning")
+    assert event.parameters() == {"eta": 2.0, "gamma": 0.1} and event.label == "tuning"
+    assert coverage(event) == Coverage(SelectedOutput(), 1)
+
+
+@pytest.mark.parametrize(("law", "params", "message"), [
+    ("geometric", {"gamma": 0.1, "mu": 2.0}, "takes no parameter mu"),
+    ("geometric", {"gama": 0.1}, "unknown repetition parameters"),
+    ("truncated_negative_binomial", {"eta": 0.5, "gamma": 0.1}, "no exact sampler"),
+    ("truncated_negative_binomial", {"eta": 0.0, "gamma": 0.1}, "no exact sampler"),
+])
+def test_a_law_without_an_exact_sampler_or_with_bad_parameters_is_refused(law: str, params: dict,
+                                                                          message: str) -> None:
+    with pytest.raises(InvalidParameter, match=message):
+        repeat_and_select_event(_base(), law, params)

@@ -1,7 +1,9 @@
-"""Tests of the noise calibration functions: soundness (δ and ε are never under-stated) and tightness.
+"""Tests of dpaudit.mechanisms.gaussian: the privacy map (δ never under-stated, and tight), the calibration, the event,
+coverage and the release.
 
 Independent references: mpmath at 50 significant digits (Balle & Wang's δ(ε) formula and brute-force discrete
-Gaussian sums), scipy's brentq on the textbook formula, and dp_accounting's RDP → (ε, δ) conversion.
+Gaussian sums), scipy's brentq on the textbook formula, and dp_accounting's RDP → (ε, δ) conversion. The privacy of
+the release is tested statistically in tests/statistical/test_additive_privacy.py.
 """
 
 from __future__ import annotations
@@ -17,19 +19,23 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from dpaudit.errors import InvalidParameter
-from dpaudit.events import AboveThresholdEvent, GaussianEvent, LaplaceEvent
-from dpaudit.mechanisms.calibration import (
+from dpaudit.events import GaussianEvent
+from dpaudit.mechanisms.discrete import sample_discrete_gaussian
+from dpaudit.mechanisms.gaussian import (
     analytic_gaussian_delta,
     analytic_gaussian_sigma,
-    calibrate_above_threshold,
     calibrate_discrete_gaussian,
-    calibrate_laplace_scale,
-    default_grid,
+    coverage,
     discrete_gaussian_delta,
+    gaussian_event,
     gaussian_event_delta,
+    release,
+    release_gaussian,
     zcdp_delta,
 )
-from dpaudit.privacy_maps import above_threshold_epsilon, grid_sensitivity, laplace_epsilon
+from dpaudit.mechanisms.grid import default_grid, grid_sensitivity
+from dpaudit.mechanisms.outputs import Coverage, VectorOutput
+from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.sensitivity import Neighbouring, Norm, declared
 
 mp.mp.dps = 50
@@ -156,43 +162,20 @@ def test_discrete_calibration_meets_delta_when_verified(epsilon: float, delta: f
     assert discrete_gaussian_delta(sigma * (1 - 1e-7) / grid, delta_grid, epsilon, dimension) > delta
 
 
-# --- Laplace, AboveThreshold, grid ----------------------------------------------------------------------------
-
-AWKWARD = [(1.0, 1.0, default_grid(1.0), 1), (0.1, 1 / 3, 0.1, 1), (1 / 3, 0.7, 0.01, 5), (2.2, 1e-3, 1e-7, 2),
-           (0.7, 3.0, 1.0, 1), (1e-3, 123.456, 0.3, 7)]
-
-
-@pytest.mark.parametrize(("epsilon", "sensitivity", "grid", "dimension"), AWKWARD)
-def test_laplace_scale_meets_epsilon_when_verified(epsilon: float, sensitivity: float, grid: float,
-                                                   dimension: int) -> None:
-    scale = calibrate_laplace_scale(epsilon, sensitivity, grid, dimension)
-    event = LaplaceEvent(neighbouring=Neighbouring.REPLACE_ONE, sensitivity=declared(sensitivity, Norm.L1, "test"),
-                         epsilon=epsilon, scale=scale, grid=grid, dimension=dimension)
-    assert laplace_epsilon(event) <= epsilon
-    delta_grid = Fraction(grid_sensitivity(sensitivity, grid, dimension, Norm.L1))
-    for units in (Fraction(scale / grid), Fraction(scale) / Fraction(grid)):
-        assert delta_grid / units <= Fraction(epsilon)
-    assert scale <= grid * float(delta_grid) / epsilon * (1 + 1e-14)
+def test_gaussian_event_is_calibrated_on_the_default_grid_and_covers_one_vector() -> None:
+    event = gaussian_event(Neighbouring.ADD_REMOVE, declared(2.0, Norm.L2, "test"), 1.0, 1e-6, dimension=3)
+    assert event.grid == default_grid(2.0)
+    assert event.sigma == calibrate_discrete_gaussian(1.0, 1e-6, 2.0, event.grid, 3)
+    assert gaussian_event_delta(event) <= 1e-6
+    assert coverage(event) == Coverage(VectorOutput(3), 1)
+    assert release(event, 0.0, SeededRandom(4)) == release_gaussian(0.0, event.sigma, event.grid, SeededRandom(4))
 
 
-@pytest.mark.parametrize(("epsilon", "sensitivity", "grid", "_dimension"), AWKWARD)
-def test_above_threshold_scales_meet_epsilon_when_verified(epsilon: float, sensitivity: float, grid: float,
-                                                           _dimension: int) -> None:
-    threshold_scale, query_scale = calibrate_above_threshold(epsilon, sensitivity, grid)
-    event = AboveThresholdEvent(neighbouring=Neighbouring.REPLACE_ONE,
-                                sensitivity=declared(sensitivity, Norm.L1, "test"), epsilon=epsilon,
-                                threshold_scale=threshold_scale, query_scale=query_scale, grid=grid, max_queries=10)
-    assert above_threshold_epsilon(event) <= epsilon
-    delta_grid = grid_sensitivity(sensitivity, grid, 1, Norm.L1)
-    assert threshold_scale == pytest.approx(2 * delta_grid * grid / epsilon, rel=1e-14)
-    assert query_scale == pytest.approx(4 * delta_grid * grid / epsilon, rel=1e-14)
+def test_gaussian_release_is_the_rounded_value_plus_grid_times_the_exact_sample() -> None:
+    out = release_gaussian(-1.26, 3.0, 0.25, SeededRandom(9))
+    noise = sample_discrete_gaussian(Fraction(144), SeededRandom(9))  # (σ/γ)² = 12²
+    assert out == float((-5 + noise) * Fraction(0.25))  # round(-5.04) = -5
 
-
-def test_default_grid_inflates_a_scalar_sensitivity_by_under_a_tenth_of_a_percent() -> None:
-    for sensitivity in (1.0, 0.37, 1e-6, 1234.5):
-        grid = default_grid(sensitivity)
-        assert grid == sensitivity / 1024
-        assert grid_sensitivity(sensitivity, grid, 1, Norm.L1) / (sensitivity / grid) < 1.001
 
 
 @pytest.mark.parametrize("call", [
@@ -203,10 +186,8 @@ def test_default_grid_inflates_a_scalar_sensitivity_by_under_a_tenth_of_a_percen
     lambda: discrete_gaussian_delta(1.0, 0.0, 1.0, 1),
     lambda: discrete_gaussian_delta(1.0, 1.0, 1.0, 0),
     lambda: calibrate_discrete_gaussian(1.0, 1.0, 1.0, 0.1, 1),
-    lambda: calibrate_laplace_scale(float("inf"), 1.0, 0.1, 1),
-    lambda: calibrate_above_threshold(1.0, 1.0, -0.1),
-    lambda: default_grid(0.0),
     lambda: zcdp_delta(-1.0, 1.0),
+    lambda: gaussian_event(Neighbouring.ADD_REMOVE, declared(1.0, Norm.L2, "test"), 1.0, 0.0),
 ])
 def test_bad_parameters_are_refused(call) -> None:
     with pytest.raises(InvalidParameter):
