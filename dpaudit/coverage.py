@@ -1,14 +1,14 @@
 """What one charge covers: how many outputs a charged event pays for, and of which shape.
 
-A charge pays for the privacy loss of a fixed number of outputs of its mechanism, never for any number of them:
-fifty releases under one ε-DP Laplace charge are a 50ε mechanism, and an AboveThreshold round that keeps
-answering after its first ⊤ is no longer AboveThreshold (Dwork & Roth 2014, Alg. 1 and Thm. 3.23). This module
-dispatches, for every event kind, to its mechanism module's rule for what one charge covers (:data:`RULES`,
+A charge pays for the privacy loss of a fixed number of outputs of its mechanism, never for any number of them: fifty
+releases under one ε-DP Laplace charge are a 50ε mechanism, and an AboveThreshold round that keeps answering after its
+first ⊤ is no longer AboveThreshold (Dwork & Roth 2014, Alg. 1 and Thm. 3.23). This module dispatches, for every event
+kind, to its mechanism module's rule for what one charge covers (registered in :mod:`dpaudit.mechanisms.registry`;
 :func:`coverage_of`), and replays a charge's outputs against it (:func:`after_release`, :func:`after_round_start`,
 :func:`after_claim`). The session calls these functions under its lock *before* it writes a release, so an extra or
 mis-shaped release writes nothing; ``dpaudit verify`` calls the same functions over an exported ledger, so a
-hand-edited ledger with extra releases fails, naming the charge. One implementation serves both (docs/ledger.md,
-"What one charge covers").
+hand-edited ledger with extra releases fails, naming the charge. One implementation serves both (docs/ledger.md, "What
+one charge covers").
 
 =====================================================  ============================================================
 event                                                  one charge covers
@@ -35,31 +35,13 @@ event                                                  one charge covers
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from dpaudit.errors import UncoveredRelease
 from dpaudit.events import (
-    AboveThresholdEvent,
-    ExponentialEvent,
-    GaussianEvent,
-    LaplaceEvent,
-    PoissonSubsampledGaussianEvent,
     PrivacyEvent,
-    RandomizedResponseEvent,
-    RepeatAndSelectEvent,
-    SampledWithoutReplacementGaussianEvent,
     SelfComposedEvent,
-)
-from dpaudit.mechanisms import (
-    above_threshold,
-    exponential,
-    gaussian,
-    laplace,
-    randomized_response,
-    repeat_and_select,
-    subsampled_gaussian,
 )
 from dpaudit.mechanisms.outputs import (
     AboveThresholdRound,
@@ -69,24 +51,12 @@ from dpaudit.mechanisms.outputs import (
     Unit,
     VectorOutput,
 )
+from dpaudit.mechanisms.registry import entry_for
 
 #: the exact keys of one AboveThreshold answer's output
 ANSWER_KEYS = frozenset({"round", "query", "above"})
 #: the keys of an answer written before rounds existed (dpaudit before ``above_threshold_rounds``): round 0
 LEGACY_ANSWER_KEYS = frozenset({"query", "above"})
-
-#: each mechanism module's rule for what one charge of its event covers
-RULES: dict[type[PrivacyEvent], Callable[[Any], Coverage]] = {
-    LaplaceEvent: laplace.coverage,
-    GaussianEvent: gaussian.coverage,
-    ExponentialEvent: exponential.coverage,
-    AboveThresholdEvent: above_threshold.coverage,
-    RandomizedResponseEvent: randomized_response.coverage,
-    PoissonSubsampledGaussianEvent: subsampled_gaussian.coverage,
-    SampledWithoutReplacementGaussianEvent: subsampled_gaussian.coverage,
-    RepeatAndSelectEvent: repeat_and_select.coverage,
-}
-
 
 @dataclass(frozen=True)
 class RoundState:
@@ -129,9 +99,9 @@ def coverage_of(event: PrivacyEvent) -> Coverage:
     if isinstance(event, SelfComposedEvent):
         inner = coverage_of(event.event)
         return Coverage(inner.unit, inner.count * event.count)
-    for cls in type(event).__mro__:
-        if cls in RULES:
-            return RULES[cls](event)
+    entry = entry_for(event)
+    if entry is not None:
+        return entry.coverage(event)
     raise UncoveredRelease(f"a {event.kind} event has no release rule (which output belongs to which of its parts "
                            "is not recorded): charge its parts separately and release against each")
 

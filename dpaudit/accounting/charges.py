@@ -12,8 +12,9 @@ is refused (:class:`~dpaudit.errors.AccountingError`), never silently repaired. 
 only by float rounding (:data:`dpaudit.tolerance.REL_TOL`; the session calibrates the scale from the declared ε) is
 accepted and the (larger) map value is used, so the charge is never below the map.
 
-Which spec an event becomes is one dispatch table keyed by event type (:data:`PURE_DP_MAPS` for every pure-DP
-mechanism, :data:`_SPECS` for the others): a new pure-DP mechanism adds its map to the first.
+Which spec an event becomes is one lookup by event type: a pure-DP mechanism's privacy map comes from the mechanism
+table its module registers in (:mod:`dpaudit.mechanisms.registry`), so a new pure-DP mechanism needs nothing here;
+:data:`_SPECS` holds the mechanisms that are not pure DP.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from typing import Any
 
 from dpaudit.errors import AccountingError, UnsupportedEvent
 from dpaudit.events import (
-    AboveThresholdEvent,
     ComposedEvent,
     ExponentialEvent,
     GaussianEvent,
@@ -33,17 +33,13 @@ from dpaudit.events import (
     LeafEvent,
     PoissonSubsampledGaussianEvent,
     PrivacyEvent,
-    RandomizedResponseEvent,
     RepeatAndSelectEvent,
     SampledWithoutReplacementGaussianEvent,
     neighbouring_of,
 )
-from dpaudit.mechanisms.above_threshold import above_threshold_epsilon
-from dpaudit.mechanisms.exponential import exponential_epsilon
 from dpaudit.mechanisms.gaussian import gaussian_event_delta, gaussian_grid_parameters
 from dpaudit.mechanisms.grid import grid_sensitivity
-from dpaudit.mechanisms.laplace import laplace_epsilon
-from dpaudit.mechanisms.randomized_response import randomized_response_epsilon
+from dpaudit.mechanisms.registry import entry_for
 from dpaudit.sensitivity import Neighbouring, Norm
 from dpaudit.tolerance import within
 
@@ -142,15 +138,6 @@ class RepeatSelectSpec:
 LeafSpec = PureSpec | DiscreteGaussianSpec | ApproximateSpec | PoissonGaussianSpec | WorGaussianSpec | RepeatSelectSpec
 
 
-#: each pure-DP mechanism's privacy map, by event type: the ε its recorded noise provides
-PURE_DP_MAPS: dict[type[LeafEvent], Callable[[Any], float]] = {
-    LaplaceEvent: laplace_epsilon,
-    AboveThresholdEvent: above_threshold_epsilon,
-    ExponentialEvent: exponential_epsilon,
-    RandomizedResponseEvent: randomized_response_epsilon,
-}
-
-
 def _lookup(table: dict[type[LeafEvent], Any], leaf: LeafEvent) -> Any:
     """The table entry of ``leaf``'s type or its nearest base class; None when there is none."""
     for cls in type(leaf).__mro__:
@@ -215,7 +202,8 @@ def describe(leaf: LeafEvent | RepeatAndSelectEvent) -> tuple[LeafSpec, int]:
 
 
 def _describe_leaf(leaf: LeafEvent) -> tuple[LeafSpec, int]:
-    pure_map = _lookup(PURE_DP_MAPS, leaf)
+    entry = entry_for(leaf)
+    pure_map = entry.pure_epsilon if entry is not None else None
     if pure_map is not None:
         mapped = pure_map(leaf)
         if not within(mapped, leaf.epsilon):

@@ -9,3 +9,11 @@ privacy map (a pure function of the event, the one that calibration, the account
 (:mod:`~dpaudit.mechanisms.discrete`, :mod:`~dpaudit.mechanisms.randomness`; grid rounding in
 :mod:`~dpaudit.mechanisms.grid`). :mod:`dpaudit.accounting` imports only the privacy maps.
 """
+
+import importlib
+import pkgutil
+
+# Every module of this package is imported here, so that each mechanism module's register_mechanism call has run
+# before anything reads the table (dpaudit.mechanisms.registry): a new mechanism is one new module plus its event.
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")

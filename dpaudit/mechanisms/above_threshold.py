@@ -30,6 +30,7 @@ from dpaudit.mechanisms.grid import default_grid, grid_sensitivity, round_to_gri
 from dpaudit.mechanisms.numerics import U, grid_units_lower
 from dpaudit.mechanisms.outputs import AboveThresholdRound, Coverage
 from dpaudit.mechanisms.randomness import RandomSource
+from dpaudit.mechanisms.registry import register_mechanism
 from dpaudit.sensitivity import Neighbouring, Norm, Sensitivity
 from dpaudit.validation import check_count, check_epsilon, check_positive
 
@@ -194,3 +195,6 @@ class AboveThreshold:
         if above:
             self._halted = True
         return above
+
+
+register_mechanism(AboveThresholdEvent, coverage=coverage, pure_epsilon=above_threshold_epsilon)

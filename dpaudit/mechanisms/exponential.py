@@ -38,6 +38,7 @@ from dpaudit.events import ExponentialEvent
 from dpaudit.mechanisms.discrete import sample_bernoulli_exp
 from dpaudit.mechanisms.outputs import Coverage, IndexOutput
 from dpaudit.mechanisms.randomness import RandomSource
+from dpaudit.mechanisms.registry import register_mechanism
 from dpaudit.sensitivity import Neighbouring, Sensitivity
 from dpaudit.validation import check_epsilon, check_positive
 
@@ -174,3 +175,6 @@ def release(event: ExponentialEvent, scores: Sequence[float], rng: RandomSource)
     if len(scores) != event.n_candidates:
         raise InvalidParameter(f"{len(scores)} scores for an event over {event.n_candidates} candidates")
     return sample_exponential(scores, event.epsilon, event.sensitivity.value, event.monotone, rng)
+
+
+register_mechanism(ExponentialEvent, coverage=coverage, pure_epsilon=exponential_epsilon)

@@ -35,6 +35,7 @@ from dpaudit.mechanisms.grid import add_grid_noise, default_grid, grid_sensitivi
 from dpaudit.mechanisms.numerics import U, allowance, exp_up, smallest_passing
 from dpaudit.mechanisms.outputs import Coverage, VectorOutput
 from dpaudit.mechanisms.randomness import RandomSource
+from dpaudit.mechanisms.registry import register_mechanism
 from dpaudit.sensitivity import Neighbouring, Norm, Sensitivity
 from dpaudit.validation import check_count, check_delta, check_epsilon, check_nonnegative, check_positive
 
@@ -314,3 +315,6 @@ def release_gaussian(value: float | np.ndarray, sigma: float, grid: float, rng: 
 def release(event: GaussianEvent, value: float | np.ndarray, rng: RandomSource) -> float | np.ndarray:
     """The noisy ``value`` for a charged ``event`` (:func:`release_gaussian` with the event's σ and grid)."""
     return release_gaussian(value, event.sigma, event.grid, rng)
+
+
+register_mechanism(GaussianEvent, coverage=coverage)

@@ -20,6 +20,7 @@ from dpaudit.mechanisms.grid import add_grid_noise, default_grid, grid_sensitivi
 from dpaudit.mechanisms.numerics import grid_units_lower, nudged_up
 from dpaudit.mechanisms.outputs import Coverage, VectorOutput
 from dpaudit.mechanisms.randomness import RandomSource
+from dpaudit.mechanisms.registry import register_mechanism
 from dpaudit.sensitivity import Neighbouring, Norm, Sensitivity
 from dpaudit.validation import check_epsilon, check_positive
 
@@ -104,3 +105,6 @@ def release_laplace(value: float | np.ndarray, scale: float, grid: float, rng: R
 def release(event: LaplaceEvent, value: float | np.ndarray, rng: RandomSource) -> float | np.ndarray:
     """The noisy ``value`` for a charged ``event`` (:func:`release_laplace` with the event's scale and grid)."""
     return release_laplace(value, event.scale, event.grid, rng)
+
+
+register_mechanism(LaplaceEvent, coverage=coverage, pure_epsilon=laplace_epsilon)

@@ -19,6 +19,7 @@ from dpaudit.events import RandomizedResponseEvent
 from dpaudit.mechanisms.discrete import sample_bernoulli_exp
 from dpaudit.mechanisms.outputs import Coverage, IndexOutput
 from dpaudit.mechanisms.randomness import RandomSource
+from dpaudit.mechanisms.registry import register_mechanism
 from dpaudit.sensitivity import Neighbouring, from_formula
 from dpaudit.validation import check_epsilon
 
@@ -54,3 +55,6 @@ def release(event: RandomizedResponseEvent, bit: bool, rng: RandomSource) -> boo
             return bit
         if sample_bernoulli_exp(rate, rng):
             return not bit
+
+
+register_mechanism(RandomizedResponseEvent, coverage=coverage, pure_epsilon=randomized_response_epsilon)

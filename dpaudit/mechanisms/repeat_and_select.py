@@ -35,6 +35,7 @@ from dpaudit.events import PrivacyEvent, RepeatAndSelectEvent
 from dpaudit.mechanisms.discrete import _bernoulli, sample_bernoulli_exp
 from dpaudit.mechanisms.outputs import Coverage, SelectedOutput
 from dpaudit.mechanisms.randomness import RandomSource
+from dpaudit.mechanisms.registry import register_mechanism
 
 REPETITION_PARAMETERS = frozenset({"gamma", "eta", "mu"})
 """The parameters of the repetition laws (``{"gamma": γ}``, ``{"eta": η, "gamma": γ}``, ``{"mu": μ}``)."""
@@ -134,3 +135,6 @@ def sample_repetitions(distribution: str, parameters: Mapping[str, float], rng: 
     if distribution == "poisson":
         return sample_poisson(parameters["mu"], rng)
     raise InvalidParameter(f"no sampler for the repetition law {distribution!r}")
+
+
+register_mechanism(RepeatAndSelectEvent, coverage=coverage)

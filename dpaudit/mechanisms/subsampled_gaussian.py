@@ -12,8 +12,13 @@ from __future__ import annotations
 
 from dpaudit.events import PoissonSubsampledGaussianEvent, SampledWithoutReplacementGaussianEvent
 from dpaudit.mechanisms.outputs import Coverage, TrainingRun
+from dpaudit.mechanisms.registry import register_mechanism
 
 
 def coverage(event: PoissonSubsampledGaussianEvent | SampledWithoutReplacementGaussianEvent) -> Coverage:
     """One charge covers one training run with one output."""
     return Coverage(TrainingRun(), 1)
+
+
+register_mechanism(PoissonSubsampledGaussianEvent, coverage=coverage)
+register_mechanism(SampledWithoutReplacementGaussianEvent, coverage=coverage)
