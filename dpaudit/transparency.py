@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,13 +36,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from dpaudit import canonical
 from dpaudit import store as run_store
 from dpaudit.errors import DPAuditError, InvalidParameter, LedgerError
-from dpaudit.files import atomic_replace, fsync_dir
+from dpaudit.files import atomic_replace, fsync_dir, read_regular
 from dpaudit.signing import key_fingerprint, public_key_pem, sign, verify_signature
 
 LOG_FILE = "log.jsonl"
 HEAD_FILE = "head.json"
 LOCK_FILE = "log.lock"
 HEAD_FORMAT = "dpaudit-log-head/1"
+MAX_LOG_BYTES = 256 * 2**20
+"""The largest log file read (about a million entries of ~250 bytes)."""
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -93,7 +94,7 @@ class LogEntry:
         if not isinstance(data, dict) or set(data) != names:
             raise LedgerError(f"log entry must be an object with exactly {sorted(names)}")
         entry = cls(**data)
-        if not (isinstance(entry.run_id, str) and entry.run_id and "/" not in entry.run_id
+        if not (run_store.is_run_id(entry.run_id)
                 and all(isinstance(h, str) and _HEX64.fullmatch(h)
                         for h in (entry.certificate_sha256, entry.ledger_head, entry.key_fingerprint))
                 and type(entry.ledger_records) is int and entry.ledger_records > 0):
@@ -189,18 +190,15 @@ def read_log(root: Path) -> list[LogEntry]:
         LedgerError: a line is not a canonical, well-formed entry, or the file ends in a torn line.
     """
     path = log_dir(root) / LOG_FILE
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return []
-    except OSError as exc:
-        raise LedgerError(f"cannot read transparency log {path}: {exc}") from exc
+    data = read_regular(path, MAX_LOG_BYTES, LedgerError)
     if data and not data.endswith(b"\n"):
         raise LedgerError(f"transparency log {path} ends in a torn line (a crash during an append?)")
     entries = []
     for number, line in enumerate(data.splitlines(), start=1):
         try:
-            entry = LogEntry.from_dict(json.loads(line.decode("utf-8")))
+            entry = LogEntry.from_dict(canonical.loads_object(line.decode("utf-8"), f"line {number}", LedgerError))
         except (ValueError, UnicodeDecodeError, TypeError, LedgerError) as exc:
             raise LedgerError(f"transparency log {path}, line {number}: {exc}") from exc
         if entry.leaf_data() != line:
@@ -216,7 +214,7 @@ def read_head(root: Path) -> TreeHead | None:
         LedgerError: ``head.json`` is malformed.
     """
     path = log_dir(root) / HEAD_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
     data = canonical.read_object(path, LedgerError)
     if data.pop("format", None) != HEAD_FORMAT:
@@ -257,22 +255,66 @@ def append_entry(root: Path, store_id: str, entry: LogEntry, key: Ed25519Private
         entries = read_log(root)
         if any(e.run_id == entry.run_id for e in entries):
             raise LedgerError(f"transparency log of {root} already names run {entry.run_id}")
-        path = log_dir(root) / LOG_FILE
+        return _append_locked(root, store_id, entries, entry, key)
+
+
+def _append_locked(root: Path, store_id: str, entries: Sequence[LogEntry], entry: LogEntry,
+                   key: Ed25519PrivateKey) -> TreeHead:
+    """Append ``entry`` after ``entries`` (the log as read) and re-sign the head; the caller holds the log lock."""
+    path = log_dir(root) / LOG_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                line = entry.leaf_data() + b"\n"
-                if os.write(fd, line) != len(line):
-                    raise OSError(f"short write to {path}")
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            fsync_dir(path.parent)
-            head = TreeHead.signed(store_id, [*entries, entry], key)
+            line = entry.leaf_data() + b"\n"
+            if os.write(fd, line) != len(line):
+                raise OSError(f"short write to {path}")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(path.parent)
+        head = TreeHead.signed(store_id, [*entries, entry], key)
+        atomic_replace(log_dir(root) / HEAD_FILE, (canonical.dumps(head.to_dict()) + "\n").encode("utf-8"))
+    except OSError as exc:
+        raise LedgerError(f"cannot append to transparency log {path}: {exc}") from exc
+    return head
+
+
+def ensure_entry(root: Path, store_id: str, entry: LogEntry, key: Ed25519PrivateKey) -> bool:
+    """Make the store's log hold ``entry`` exactly once, under a signed head (a retried or recovered close).
+
+    Appends it if the run is not logged (:func:`append_entry`). If this very entry is logged already, nothing is
+    appended; a valid head of the log without this last entry (a crash between the append and the head's
+    replacement) is re-signed over the log. Any other head problem is refused, never signed over.
+
+    Returns:
+        Whether anything was written.
+
+    Raises:
+        LedgerError: the log names the run with another entry (another certificate: never rewritten), its head is
+            wrong otherwise, the log is damaged, or cannot be written.
+    """
+    with _locked(root):
+        entries = read_log(root)
+        logged = [e for e in entries if e.run_id == entry.run_id]
+        if logged and logged != [entry]:
+            raise LedgerError(f"transparency log of {root} names run {entry.run_id} with another certificate "
+                              f"({logged[0].certificate_sha256[:16]}…, not {entry.certificate_sha256[:16]}…): "
+                              "the logged one is not rewritten")
+        if not logged:
+            _append_locked(root, store_id, entries, entry, key)
+            return True
+        head = read_head(root)
+        if not head_problems(head, entries):
+            return False
+        if entries[-1] != entry or head_problems(head, entries[:-1]):
+            raise LedgerError(f"transparency log of {root}: {'; '.join(head_problems(head, entries))}; only a head "
+                              "one entry short of its own run's entry is re-signed, this one is not")
+        head = TreeHead.signed(store_id, entries, key)
+        try:
             atomic_replace(log_dir(root) / HEAD_FILE, (canonical.dumps(head.to_dict()) + "\n").encode("utf-8"))
         except OSError as exc:
-            raise LedgerError(f"cannot append to transparency log {path}: {exc}") from exc
-    return head
+            raise LedgerError(f"cannot re-sign the transparency log head of {root}: {exc}") from exc
+        return True
 
 
 def current_head(root: Path) -> TreeHead:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
+import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from dpaudit import canonical
 from dpaudit import store as run_store
 from dpaudit.errors import VerificationError
 from dpaudit.events import LeafEvent, PrivacyEvent
@@ -26,7 +27,7 @@ def load_run(run_dir: Path) -> tuple[list[Record], dict[str, Any] | None]:
         raise VerificationError(f"{run_dir} holds no {run_store.LEDGER}")
     records, _ = read_records(ledger)
     cert_path = Path(run_dir) / run_store.CERTIFICATE
-    certificate = json.loads(cert_path.read_text(encoding="utf-8")) if cert_path.is_file() else None
+    certificate = canonical.read_object(cert_path, VerificationError) if os.path.lexists(cert_path) else None
     return records, certificate
 
 
@@ -47,8 +48,18 @@ def _describe(event: PrivacyEvent) -> dict[str, Any]:
 
 
 def build_report(run_dir: Path) -> dict[str, Any]:
-    """Everything a budget report shows, as plain JSON-able data."""
+    """Everything a budget report of the run folder ``run_dir`` shows, as plain JSON-able data."""
     records, certificate = load_run(run_dir)
+    return report_from(records, certificate, run_dir)
+
+
+def report_from(records: list[Record], certificate: dict[str, Any] | None, run_dir: Path | str) -> dict[str, Any]:
+    """The report model of already-read ``records`` and ``certificate``; ``run_dir`` is only shown.
+
+    Raises:
+        VerificationError: the ledger does not start with an open record.
+        DPAuditError: a record body does not decode.
+    """
     if not records or records[0].type != OPEN:
         raise VerificationError(f"{run_dir}: ledger does not start with an open record")
     opened = OpenBody.from_dict(records[0].body)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dpaudit import store as run_store
+from dpaudit.files import atomic_replace
 from dpaudit.report.model import build_report
 
 
@@ -134,13 +135,30 @@ FORMATS: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
+#: the report files a run folder (and its evidence bundle) carries, each with its renderer; ``dpaudit verify``
+#: regenerates each from the ledger and certificate and compares it byte for byte
+REPORT_FILES: dict[str, Callable[[dict[str, Any]], str]] = {
+    run_store.REPORT_MD: render_markdown, run_store.REPORT_JSON: render_json,
+}
+
+
 def render(run_dir: Path, fmt: str = "text") -> str:
     """Render the report of ``run_dir`` in ``fmt`` (text, markdown, json or html)."""
     return FORMATS[fmt](build_report(run_dir))
 
 
-def write_reports(run_dir: Path) -> None:
-    """Write ``report.md`` and ``report.json`` into the run folder (done when a session closes)."""
+def write_reports(run_dir: Path) -> list[str]:
+    """Write ``report.md`` and ``report.json`` into the run folder where missing or different (done when a session
+    closes, and by ``dpaudit recover``), each atomically: a crash leaves the old file or the new one.
+
+    Returns:
+        The names of the files written.
+    """
     report = build_report(run_dir)
-    (Path(run_dir) / run_store.REPORT_MD).write_text(render_markdown(report), encoding="utf-8")
-    (Path(run_dir) / run_store.REPORT_JSON).write_text(render_json(report), encoding="utf-8")
+    written = []
+    for name, render_file in REPORT_FILES.items():
+        path, data = Path(run_dir) / name, render_file(report).encode("utf-8")
+        if not path.is_file() or path.read_bytes() != data:
+            atomic_replace(path, data)
+            written.append(name)
+    return written
