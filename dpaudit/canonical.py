@@ -8,9 +8,14 @@ back as the same float.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
+
+from dpaudit.files import read_regular
 
 
 def dumps(obj: Any) -> str:
@@ -28,12 +33,80 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_object(path: Path, error: type[Exception]) -> dict[str, Any]:
-    """Read a JSON file that must hold one object; anything else raises ``error`` naming the file."""
+MAX_OBJECT_BYTES = 16 * 2**20
+"""The largest JSON object file :func:`read_object` reads (a certificate is a few kB; a trust store, a head and a
+store id less)."""
+
+MAX_DEPTH = 64
+"""The deepest nesting of arrays and objects :func:`loads_object` accepts (our evidence nests fewer than 10 levels);
+deeper input is refused before it is parsed, so it can never raise ``RecursionError``."""
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _depth(text: str) -> int:
+    """The deepest bracket nesting of JSON text, string literals skipped (linear time, no recursion)."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"duplicate key {key!r} (two parsers could read two different values)")
+        obj[key] = value
+    return obj
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"non-finite number {text[:40]} (overflows to infinity)")
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name} (not JSON)")
+
+
+def loads_object(text: str, where: str, error: type[Exception]) -> dict[str, Any]:
+    """Parse JSON text that must hold one object, strictly: the single parser for JSON evidence.
+
+    Refused, each with a named reason: nesting deeper than :data:`MAX_DEPTH`, a duplicate key in any object,
+    ``NaN`` / ``Infinity`` or a number that overflows to infinity (``1e400``), a huge integer, and anything but an
+    object at the top.
+
+    Args:
+        text: the JSON text.
+        where: what the text is (a file name, a line), for messages.
+        error: the exception type to raise.
+
+    Raises:
+        error: the text is refused; the message names ``where`` and the reason.
+    """
+    depth = _depth(text)
+    if depth > MAX_DEPTH:
+        raise error(f"{where}: nested deeper than {MAX_DEPTH} levels ({depth})")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise error(f"cannot read {path}: {exc}") from exc
+        data = json.loads(text, object_pairs_hook=_unique_keys, parse_float=_finite_float,
+                          parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise error(f"{where}: not strict JSON: {exc}") from exc
     if not isinstance(data, dict):
-        raise error(f"{path} must hold a JSON object, got {type(data).__name__}")
+        raise error(f"{where} must hold a JSON object, got {type(data).__name__}")
     return data
+
+
+def read_object(path: Path, error: type[Exception], limit: int = MAX_OBJECT_BYTES) -> dict[str, Any]:
+    """Read a JSON file that must hold one object, through :func:`dpaudit.files.read_regular` (no symlink, a
+    regular file, at most ``limit`` bytes) and :func:`loads_object` (strict JSON); anything else raises ``error``
+    naming the file and the reason."""
+    data = read_regular(path, limit, error)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text: {exc}") from exc
+    return loads_object(text, str(path), error)

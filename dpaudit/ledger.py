@@ -33,6 +33,7 @@ from typing import Any
 
 from dpaudit import canonical
 from dpaudit.errors import LedgerError
+from dpaudit.files import open_regular
 
 GENESIS_PREV = "0" * 64
 """The ``prev`` of the record with ``seq`` 0."""
@@ -45,6 +46,10 @@ TORN_FINAL_LINE = "torn final line"
 
 MISSING_FINAL_NEWLINE = "missing final newline"
 """Problem kind of :func:`read_records`: the last line is a whole record but its newline was never written."""
+
+MAX_LINE_BYTES = 256 * 2**20
+"""The longest record line, newline included: :meth:`Ledger.append` refuses a longer record (nothing written) and
+:func:`read_records` reports a longer line as malformed without holding it in memory."""
 
 _FIELDS = frozenset({"seq", "type", "time", "prev", "body", "hash"})
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -156,18 +161,30 @@ class _Parsed:
 
 
 def _parse(data: bytes) -> _Parsed:
+    lines: list[bytes | None] = list(data.split(b"\n"))
+    tail = lines.pop()
+    return _parse_lines(lines, tail)
+
+
+def _parse_lines(lines: list[bytes | None], tail: bytes | None) -> _Parsed:
+    """Parse newline-terminated ``lines`` (newlines stripped) and the final bytes ``tail``; None stands for a line
+    longer than :data:`MAX_LINE_BYTES`, never read whole."""
     records: list[Record] = []
     problems: list[str] = []
-    lines = data.split(b"\n")
-    tail = lines.pop()
     for n, raw in enumerate(lines, start=1):
+        if raw is None:
+            problems.append(f"line {n}: {MALFORMED}: longer than {MAX_LINE_BYTES} bytes")
+            continue
         try:
             records.append(Record.from_line(raw.decode("utf-8")))
         except (UnicodeDecodeError, LedgerError) as err:
             problems.append(f"line {n}: {MALFORMED}: {err}")
     line_problems = list(problems)
     tail_is_record = False
-    if tail:
+    if tail is None:
+        problems.append(f"line {len(lines) + 1}: {TORN_FINAL_LINE}: more than {MAX_LINE_BYTES} bytes without a "
+                        "newline")
+    elif tail:
         n = len(lines) + 1
         try:
             records.append(Record.from_line(tail.decode("utf-8")))
@@ -191,13 +208,29 @@ def read_records(path: Path) -> tuple[list[Record], list[str]]:
         (the final line is a whole record without its newline; it *is* in ``records``).
 
     Raises:
-        LedgerError: the file is missing or unreadable.
+        LedgerError: the file is missing or unreadable, a symbolic link (never followed), or not a regular file
+            (a device such as ``/dev/zero``, a FIFO). A line longer than :data:`MAX_LINE_BYTES` is a problem, read
+            in bounded chunks and never held whole.
     """
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise LedgerError(f"cannot read ledger {path}: {err}") from err
-    parsed = _parse(data)
+    with os.fdopen(open_regular(Path(path), LedgerError), "rb") as file:
+        lines: list[bytes | None] = []
+        tail: bytes | None = b""
+        while True:
+            raw: bytes | None = file.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                break
+            if len(raw) > MAX_LINE_BYTES:
+                while raw and not raw.endswith(b"\n"):  # skip the rest of the line in bounded chunks
+                    raw = file.readline(1 << 20)
+                if not raw:
+                    tail = None
+                    break
+                lines.append(None)
+            elif raw.endswith(b"\n"):
+                lines.append(raw[:-1])
+            else:
+                tail = raw
+    parsed = _parse_lines(lines, tail)
     return parsed.records, parsed.problems
 
 
@@ -448,6 +481,9 @@ class Ledger:
                 rtime = time.time() if self._frozen_at is None else self._frozen_at
                 record = _new_record(len(self._records), type, body_copy, prev, rtime)
                 data = record.to_line().encode("utf-8")
+                if len(data) > MAX_LINE_BYTES:
+                    raise LedgerError(f"a {type} record of {len(data)} bytes is longer than the {MAX_LINE_BYTES}-byte "
+                                      "line limit of a readable ledger; nothing was written")
                 self._write_durably(data)
                 self._records.append(record)
                 self._size += len(data)

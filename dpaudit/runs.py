@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from dpaudit import store as run_store
 from dpaudit.errors import VerificationError
+from dpaudit.files import copy_regular
+from dpaudit.sidecar import OUTPUTS_DIR, sidecar_files
 
 #: the files an auditor receives (the evidence bundle)
 BUNDLE_FILES = (run_store.LEDGER, run_store.CERTIFICATE, run_store.PUBLIC_KEY, run_store.REPORT_MD,
@@ -16,18 +20,23 @@ BUNDLE_FILES = (run_store.LEDGER, run_store.CERTIFICATE, run_store.PUBLIC_KEY, r
 
 def resolve_run(run: str, *, store: Path | str | None = None, tracking_uri: str | None = None) -> Path:
     """The folder holding ``run``'s ledger: ``run`` itself if it is a folder, else the local store's folder for
-    that run id, else the run's artifacts downloaded from MLflow into a temporary folder.
+    that run id, else the run's artifacts downloaded from MLflow into a temporary folder (removed when the process
+    exits).
+
+    Anything that is not an existing folder must be a valid run id (:func:`dpaudit.store.validate_run_id`: no path
+    separator, no ``..``), and its local folder must resolve inside the store.
 
     Raises:
+        InvalidParameter: ``run`` is neither a folder nor a valid run id, or its folder leaves the store.
         VerificationError: no such folder, local run or MLflow run.
     """
     path = Path(run)
     if path.is_dir():
-        if not (path / run_store.LEDGER).is_file():
+        if not os.path.lexists(path / run_store.LEDGER):
             raise VerificationError(f"{path} is a folder but holds no {run_store.LEDGER}")
         return path
-    local = run_store.store_root(store) / run
-    if (local / run_store.LEDGER).is_file():
+    local = run_store.run_folder(run_store.store_root(store), run)
+    if os.path.lexists(local / run_store.LEDGER):
         return local
     from dpaudit.tracking import MlflowMirror, resolve_tracking_uri
 
@@ -38,6 +47,7 @@ def resolve_run(run: str, *, store: Path | str | None = None, tracking_uri: str 
     except Exception as exc:
         raise VerificationError(f"no run folder, local run or MLflow run named {run!r} ({uri}): {exc}") from exc
     destination = Path(tempfile.mkdtemp(prefix=f"dpaudit-{run[:12]}-"))
+    atexit.register(shutil.rmtree, destination, ignore_errors=True)  # the download lives until the process exits
     folder = mirror.download_artifacts(run, destination)
     if not (Path(folder) / run_store.LEDGER).is_file():
         found = next(Path(folder).rglob(run_store.LEDGER), None)
@@ -50,25 +60,32 @@ def resolve_run(run: str, *, store: Path | str | None = None, tracking_uri: str 
 def export_bundle(run_dir: Path, destination: Path) -> list[Path]:
     """Copy the evidence bundle of ``run_dir`` into ``destination`` (created); returns the files written.
 
+    Every file is copied without following a symlink at either end (a bundle file that is a symlink is refused).
+
     Raises:
-        VerificationError: the run has no certificate yet (a session that never closed) or misses a file.
+        VerificationError: the run has no certificate yet (a session that never closed), misses a file, or a file
+            is a symlink or not a regular file.
     """
     run_dir, destination = Path(run_dir), Path(destination)
-    missing = [n for n in BUNDLE_FILES if not (run_dir / n).is_file()]
+    missing = [n for n in BUNDLE_FILES if not os.path.lexists(run_dir / n)]
     if missing:
         raise VerificationError(f"{run_dir} is missing {', '.join(missing)}: was the session closed?")
     destination.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name in BUNDLE_FILES:
-        written.append(Path(shutil.copy2(run_dir / name, destination / name)))
+    written = [copy_regular(run_dir / name, destination / name, VerificationError) for name in BUNDLE_FILES]
+    outputs = sidecar_files(run_dir)  # large released arrays, named by hash in the ledger (dpaudit/sidecar.py)
+    if outputs:
+        (destination / OUTPUTS_DIR).mkdir(exist_ok=True)
+    written += [copy_regular(run_dir / name, destination / name, VerificationError) for name in outputs]
     readme = destination / "README.txt"
+    readme.unlink(missing_ok=True)  # never write through a symlink left there
     readme.write_text(
         "dpaudit evidence bundle\n\n"
         "ledger.jsonl      every charge and release of the run, hash-chained (append-only)\n"
         "certificate.json  the (epsilon, delta) claim, assumptions, versions and ledger head, signed (Ed25519)\n"
         "public_key.pem    the key that verifies the signature (trust it only if its fingerprint matches the\n"
         "                  one the run's owner gave you out of band)\n"
-        "report.md/.json   the budget report\n\n"
+        "report.md/.json   the budget report\n"
+        "outputs/*.npy     large released arrays, named by their SHA-256 in the ledger (if any)\n\n"
         "Re-verify offline:  dpaudit verify . --trusted-key FINGERPRINT   (or pin it once: dpaudit keys trust)\n"
         "                    exit 0 valid, 1 invalid with reasons (e.g. an untrusted key), 2 usage error\n",
         encoding="utf-8")

@@ -15,7 +15,7 @@ import secrets
 from pathlib import Path
 
 from dpaudit import canonical
-from dpaudit.errors import LedgerError
+from dpaudit.errors import InvalidParameter, LedgerError
 from dpaudit.files import create_once
 
 LEDGER = "ledger.jsonl"
@@ -29,6 +29,7 @@ TRANSPARENCY_DIR = "transparency"
 STORE_FORMAT = "dpaudit-store/1"
 
 _STORE_ID = re.compile(r"[0-9a-f]{32}")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
 def store_root(store: Path | str | None = None) -> Path:
@@ -36,6 +37,42 @@ def store_root(store: Path | str | None = None) -> Path:
     if store is not None:
         return Path(store)
     return Path(os.environ.get("DPAUDIT_HOME", "dpaudit_runs"))
+
+
+def is_run_id(value: object) -> bool:
+    """Whether ``value`` is a valid run id, the name of one folder in a store.
+
+    A run id is 1 to 128 characters from ``[A-Za-z0-9_.-]``, starting with a letter or digit, and without ``..``:
+    no path separator, no NUL, no ``.`` / ``..``, so joining it to a store root can never leave the store (MLflow
+    run ids and the session's own hex ids qualify).
+    """
+    return isinstance(value, str) and _RUN_ID.fullmatch(value) is not None and ".." not in value
+
+
+def validate_run_id(run_id: object) -> str:
+    """``run_id`` if it is a valid run id (:func:`is_run_id`).
+
+    Raises:
+        InvalidParameter: anything else, with the reason.
+    """
+    if not is_run_id(run_id):
+        shown = repr(run_id)[:80] if isinstance(run_id, str) else type(run_id).__name__
+        raise InvalidParameter(f"invalid run id {shown}: a run id is 1-128 characters from A-Z a-z 0-9 _ . -, starts "
+                               "with a letter or digit and holds no '..' (no path separators)")
+    return run_id
+
+
+def run_folder(root: Path, run_id: str) -> Path:
+    """The folder of run ``run_id`` in the store at ``root`` (not created here), checked to resolve inside it.
+
+    Raises:
+        InvalidParameter: ``run_id`` is not a valid run id, or its folder resolves outside the store (a symlink).
+    """
+    root = Path(root)
+    folder = root / validate_run_id(run_id)
+    if not folder.resolve().is_relative_to(root.resolve()):
+        raise InvalidParameter(f"run folder {folder} resolves outside the store {root} (a symbolic link?)")
+    return folder
 
 
 def default_key_path(root: Path) -> Path:
@@ -60,7 +97,7 @@ def read_store_id(root: Path) -> str | None:
         LedgerError: ``store.json`` exists but is unreadable or malformed.
     """
     path = Path(root) / STORE_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
     data = canonical.read_object(path, LedgerError)
     store_id = data.get("store_id")

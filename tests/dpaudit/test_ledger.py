@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from dpaudit import canonical
+from dpaudit import ledger as ledger_module
 from dpaudit.errors import LedgerError
 from dpaudit.ledger import (
     GENESIS_PREV,
@@ -540,3 +541,35 @@ def test_frozen_clock_stamps_every_later_record_with_the_last_time(tmp_path: Pat
     reopened = Ledger.open(path)  # the freeze belongs to the writer that froze
     assert reopened.append("d", {}).time > second.time
     reopened.close()
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "/etc/passwd"])
+def test_read_records_refuses_a_symlinked_ledger(tmp_path, target):
+    """Before: the link was followed (/dev/zero read until memory ran out)."""
+    (tmp_path / "ledger.jsonl").symlink_to(target)
+    with pytest.raises(LedgerError, match="is a symbolic link"):
+        read_records(tmp_path / "ledger.jsonl")
+
+
+def test_read_records_refuses_a_fifo_without_hanging(tmp_path):
+    os.mkfifo(tmp_path / "ledger.jsonl")
+    with pytest.raises(LedgerError, match="not a regular file"):
+        read_records(tmp_path / "ledger.jsonl")
+
+
+def test_an_overlong_line_is_malformed_and_never_written(tmp_path, monkeypatch):
+    """A line over the limit is a named problem (read in bounded chunks), and append refuses to write one."""
+    monkeypatch.setattr(ledger_module, "MAX_LINE_BYTES", 400)
+    path = tmp_path / "ledger.jsonl"
+    ledger = Ledger.create(path)
+    first = ledger.append("a", {"x": 1})
+    with pytest.raises(LedgerError, match="longer than the 400-byte line limit"):
+        ledger.append("b", {"x": "y" * 500})
+    ledger.close()
+    assert read_records(path) == ([first], [])
+    with open(path, "ab") as f:
+        f.write(b"z" * 5000 + b"\n" + first.to_line().encode() + b"z" * 5000)
+    records, problems = read_records(path)
+    assert records == [first, first]
+    assert problems == ["line 2: malformed: longer than 400 bytes",
+                        "line 4: torn final line: more than 400 bytes without a newline"]

@@ -171,3 +171,12 @@ def test_sessions_log_their_certificates_at_close(make_session):
     head = current_head(root)
     assert head.store_id == run_store.read_store_id(root) == certificates[0]["run"]["store_id"]
     assert head.key_fingerprint == certificates[0]["public_key_fingerprint"]
+
+
+@pytest.mark.parametrize("run_id", ["..", "../x", "a/b", ".", "a\x00b", ""])
+def test_a_log_entry_naming_a_path_outside_the_store_is_malformed(run_id):
+    """Before: only '/' was refused, so `..` made `verify --store` look at the store's parent folder."""
+    entry = {"run_id": run_id, "certificate_sha256": "a" * 64, "ledger_head": "b" * 64, "ledger_records": 3,
+             "key_fingerprint": "c" * 64}
+    with pytest.raises(LedgerError, match="malformed log entry"):
+        LogEntry.from_dict(entry)
