@@ -21,6 +21,21 @@ def _real(name: str, value: object) -> float:
     return value
 
 
+def check_finite(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a finite real number (for public values such as a threshold)."""
+    v = _real(name, value)
+    if math.isinf(v):
+        raise InvalidParameter(f"{name} must be finite, got {value!r}")
+    return v
+
+
+def check_label(value: object) -> str:
+    """A public description must be a string."""
+    if not isinstance(value, str):
+        raise InvalidParameter(f"label must be a string, got {type(value).__name__}")
+    return value
+
+
 def check_positive(name: str, value: object, *, allow_inf: bool = False) -> float:
     """Return ``value`` as a float if it is a finite (or, if allowed, infinite) number > 0."""
     v = _real(name, value)
