@@ -4,12 +4,16 @@ certificate, on the embedded default store.
 What it does, all inside one session (add/remove neighbours of the Adult training split; the Adult test split is
 public: its first half validates the candidates, its second half tests the final model):
 
-1. releases the number of training records (discrete Laplace, count query, sensitivity 1);
-2. runs the ``constant-overhead`` plugin (Ding, Wu, Xu & Pan 2023, Alg. 1): 8 candidates (learning rate ×
+1. runs the ``constant-overhead`` plugin (Ding, Wu, Xu & Pan 2023, Alg. 1): 8 candidates (learning rate ×
    clipping norm, shared σ, epochs and batch size), k = 10 record-keyed partitions with non-private partition
    models, at most T_max = 8 AboveThreshold rounds of ϵ = 0.5 each (kϵ = 5, the paper's k ≥ 5/ϵ), charged up
    front; then DP-SGD on the full training set with the selected candidate (the tuning kit, ``dpaudit.tuning``);
-3. closes the session, writes and signs its certificate, and verifies the run folder offline.
+2. closes the session, writes and signs its certificate, and verifies the run folder offline.
+
+The training-set size n is **public** in this demo, and only here is it printed: DP-SGD with Poisson sampling
+computes its rate q = B/n from n (and q is in the ledger), so the plugin's DP-SGD charges carry the conditional
+assumption ``dataset-size-public`` and the certificate lists it. Paying for a noisy count of n as well would buy
+nothing (an earlier version did). The size is printed only once the signed certificate lists that assumption.
 """
 
 from __future__ import annotations
@@ -20,14 +24,12 @@ from typing import Any
 
 from dpaudit.data.catalog import TRAIN_NAME
 from dpaudit.mechanisms.randomness import SeededRandom
-from dpaudit.registry import get_plugin
-from dpaudit.sensitivity import from_formula
+from dpaudit.registry import DATASET_SIZE_PUBLIC, get_plugin
 from dpaudit.session import Session
 from dpaudit.trust import KeyTrust
 from dpaudit.verify import verify_bundle
 
 BUDGET = (5.0, 1e-5)
-COUNT_EPSILON = 0.05
 #: the demo's search space: 4 learning rates × 2 clipping norms, shared (σ, epochs, batch size)
 DEMO_CANDIDATES = tuple({"lr": lr, "max_grad_norm": clip, "noise_multiplier": 1.0, "epochs": 3, "batch_size": 256}
                         for lr in (0.5, 1.0, 2.0, 4.0) for clip in (0.5, 2.0))
@@ -66,9 +68,6 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
         train = s.data(TRAIN_NAME, rows=config.get("train_rows"))
         echo(f"dpaudit demo: UCI Adult, public test records split in half (validation, final test); budget "
              f"epsilon={BUDGET[0]}, delta={BUDGET[1]}")
-        n = s.laplace(float(len(train)), from_formula("count", "add_remove"), epsilon=COUNT_EPSILON,
-                      label="number of training records")
-        echo(f"  noisy number of training records: {n:.0f}")
         echo(f"  constant-overhead selection: {len(config['candidates'])} candidates, k={config['k']} partitions, "
              f"at most {config['t_max']} AboveThreshold rounds of epsilon={config['epsilon_round']} (charged up "
              "front), then DP-SGD")
@@ -90,6 +89,10 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
     echo(f"  public data: {', '.join(certificate['public_datasets'])}")
     echo(f"  conditional on {sum(a['conditional'] for a in certificate['assumptions'])} assumptions "
          "(see the report)")
+    size_public = any(a["id"] == DATASET_SIZE_PUBLIC for a in certificate["assumptions"])
+    if size_public:  # public only because the certificate says so: q = B/n of DP-SGD
+        echo(f"  training-set size n = {len(train)}: public under the assumption {DATASET_SIZE_PUBLIC} (DP-SGD's "
+             "sampling rate q = B/n is computed from it)")
     for check in verification.checks:
         echo(f"  verify [{'ok' if check.ok else 'FAIL'}] {check.name}: {check.detail}")
     echo(f"verification: {'VALID' if verification.valid else 'INVALID'}; run folder {s.run_dir}; MLflow run "
@@ -109,5 +112,5 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
         "test_accuracy": float(result["test_accuracy"]),
         "verified": verification.valid,
         "key_fingerprint": s.key_fingerprint,
-        "releases": {"n": float(n)},
+        "dataset_size": len(train) if size_public else None,
     }

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from dpaudit.session import Session
 
 ENTRY_POINT_GROUP = "dpaudit.plugins"
+DATASET_SIZE_PUBLIC = "dataset-size-public"
+"""The id of the conditional certificate assumption under which a plugin treats its protected set's size as public."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,11 @@ class Plugin:
             ``protected`` tuple (so the certificate names them), and ``run`` may refuse a session that does not.
         public: names of the data sets ``run`` uses without protection (e.g. a public test set), for the
             session's ``public`` tuple.
+        dataset_size_public: whether ``run`` treats the size of its protected data set as public (it uses or
+            releases it, e.g. DP-SGD's sampling rate q = B/n); its charges then carry the conditional assumption
+            :data:`DATASET_SIZE_PUBLIC`, which the certificate lists. False (the default): ``run`` never releases
+            the size, or anything that grows with it, except through a charged mechanism. The contract kit checks
+            that the statement and the certificate agree (docs/data.md, "The protected set's size").
     """
 
     name: str
@@ -55,6 +62,7 @@ class Plugin:
     smoke_config: Mapping[str, Any]
     protected: tuple[str, ...] = ()
     public: tuple[str, ...] = ()
+    dataset_size_public: bool = False
 
     def __post_init__(self) -> None:
         for attr in ("name", "version", "summary", "citation"):
@@ -69,6 +77,8 @@ class Plugin:
             raise PluginError(f"plugin {self.name!r}: run must be callable")
         if not isinstance(self.smoke_config, Mapping):
             raise PluginError(f"plugin {self.name!r}: smoke_config must be a mapping")
+        if not isinstance(self.dataset_size_public, bool):
+            raise PluginError(f"plugin {self.name!r}: dataset_size_public must be True or False")
 
 
 def _load_entry_point(ep: EntryPoint) -> Plugin:

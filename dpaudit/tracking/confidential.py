@@ -1,88 +1,173 @@
-"""The confidential log: raw, NON-private values, kept in a separate and clearly marked MLflow experiment.
+"""The confidential log: raw, NON-private values, kept in their own file, never in the MLflow tracking store.
 
-Debugging a private tuning run sometimes needs the true (unnoised) scores. Logging them into the main run would be
-a leak that no certificate covers, so they go, only on request, into the experiment ``<experiment>.CONFIDENTIAL``,
-tagged ``dpaudit.confidential=true`` and described as outside the differentially private release. Nothing in
-dpaudit creates this experiment unless a :class:`ConfidentialLog` is constructed.
+Debugging a private tuning run sometimes needs the true (unnoised) scores. Logging them into MLflow would put them
+in the database that ``dpaudit ui`` (or a team's tracking server) serves to whoever reaches its port, and no
+certificate covers them. So they go, only on request, into a SQLite file of the run folder,
+``<run folder>/confidential/log.sqlite``: the folder is created with mode 0700 and the file with mode 0600 (SQLite
+gives its journal the database's mode), neither is attached to the MLflow run (only the run folder's top-level
+files are) nor exported in an evidence bundle, and the file's ``meta`` table says what it is. Nothing in dpaudit
+creates it unless a :class:`ConfidentialLog` is constructed. The randtune commitment openings share the folder
+(:func:`write_private`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
+import sqlite3
+import stat
 import threading
 import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from numbers import Real
+from pathlib import Path
 
-from mlflow.entities import Metric
-from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
+from dpaudit.errors import ConfidentialStoreError, InvalidParameter
 
-from dpaudit.errors import InvalidParameter
-from dpaudit.tracking.entities import check_metric_key, finite
-from dpaudit.tracking.mirror import MirrorError, MlflowMirror, ensure_experiment
-
-CONFIDENTIAL_SUFFIX = ".CONFIDENTIAL"
-CONFIDENTIAL_TAG = "dpaudit.confidential"
+FOLDER = "confidential"
+LOG_FILE = "log.sqlite"
+LOCATION = f"{FOLDER}/{LOG_FILE}"
+"""Where the log lives, relative to the run folder (the certificate names it)."""
+FOLDER_MODE = 0o700
+FILE_MODE = 0o600
 DESCRIPTION = (
-    "CONFIDENTIAL. The values in this experiment are NOT differentially private: they are raw, data-dependent "
-    "values logged for debugging, outside the release and outside every dpaudit privacy certificate. "
-    "Do not share, publish or export them."
+    "CONFIDENTIAL. The values in this file are NOT differentially private: they are raw, data-dependent values "
+    "logged for debugging, outside the release and outside every dpaudit privacy certificate. Do not share, publish "
+    "or export them."
 )
-_MARKS = {CONFIDENTIAL_TAG: "true", MLFLOW_RUN_NOTE: DESCRIPTION}
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS value (run_name TEXT NOT NULL, key TEXT NOT NULL, step INTEGER NOT NULL, "
+    "value REAL NOT NULL, time REAL NOT NULL)",
+)
+
+
+@dataclass(frozen=True)
+class ConfidentialValue:
+    """One logged value: ``value`` of ``key`` at ``step`` in the log's run ``run_name``, at ``time`` (Unix s)."""
+
+    run_name: str
+    key: str
+    step: int
+    value: float
+    time: float
+
+
+def private_folder(run_dir: Path) -> Path:
+    """``<run_dir>/confidential``, created with mode 0700 (an existing one is tightened to it).
+
+    Raises:
+        ConfidentialStoreError: it is a symlink or not a folder, or cannot be created.
+    """
+    folder = Path(run_dir) / FOLDER
+    try:
+        folder.mkdir(mode=FOLDER_MODE, exist_ok=True)
+        info = folder.lstat()
+        if not stat.S_ISDIR(info.st_mode):
+            raise ConfidentialStoreError(f"{folder} is not a folder (a symlink or a file): refusing to write there")
+        if stat.S_IMODE(info.st_mode) != FOLDER_MODE:
+            os.chmod(folder, FOLDER_MODE)  # mkdir's mode is masked by the umask
+    except OSError as exc:
+        raise ConfidentialStoreError(f"cannot create the confidential folder {folder}: {exc}") from exc
+    return folder
+
+
+def write_private(run_dir: Path, name: str, text: str) -> Path:
+    """Write ``text`` to the new file ``<run_dir>/confidential/<name>``, mode 0600 from its creation.
+
+    Raises:
+        ConfidentialStoreError: the file exists already or cannot be written.
+    """
+    path = private_folder(run_dir) / name
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        raise ConfidentialStoreError(f"cannot write the confidential file {path}: {exc}") from exc
+    return path
+
+
+def _create_log_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 before SQLite opens it (SQLite would use the umask's 0644)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE))
+        info = path.lstat()
+    except OSError as exc:
+        raise ConfidentialStoreError(f"cannot create the confidential log {path}: {exc}") from exc
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        raise ConfidentialStoreError(f"{path} is readable by others (mode {stat.S_IMODE(info.st_mode):o}): make it "
+                                     f"0600 (chmod 600 {path}) or move it away")
+
+
+def _check_entry(run_name: str, values: Mapping[str, float], step: int) -> list[tuple[str, float]]:
+    if not isinstance(run_name, str) or not run_name.strip():
+        raise InvalidParameter(f"run name must be a non-empty string, got {run_name!r}")
+    if not isinstance(values, Mapping) or not values:
+        raise InvalidParameter("values must be a non-empty mapping of name -> number")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise InvalidParameter(f"step must be a whole number >= 0, got {step!r}")
+    checked = []
+    for key, value in values.items():
+        if not isinstance(key, str) or not key.strip():
+            raise InvalidParameter(f"a confidential value's name must be a non-empty string, got {key!r}")
+        if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+            raise InvalidParameter(f"confidential value {key!r} must be a finite number, got {value!r}")
+        checked.append((key, float(value)))
+    return checked
 
 
 class ConfidentialLog:
-    """Raw values, logged into the separate experiment ``<experiment>.CONFIDENTIAL`` (created here).
+    """Raw values of one run, in ``<run_dir>/confidential/log.sqlite`` (created here, mode 0600).
 
     Args:
-        mirror: the mirror whose store (tracking URI, artifact location) is used.
-        experiment: base experiment name; the mirror's experiment when omitted.
+        run_dir: the run folder.
 
     Raises:
-        MirrorError: MLflow cannot be reached or the confidential experiment is deleted.
+        ConfidentialStoreError: the folder or file cannot be created, or the file is readable by others.
     """
 
-    def __init__(self, mirror: MlflowMirror, experiment: str | None = None) -> None:
-        base = mirror.experiment if experiment is None else experiment
-        if not isinstance(base, str) or not base.strip():
-            raise InvalidParameter(f"experiment must be a non-empty string, got {experiment!r}")
-        self.experiment_name = base + CONFIDENTIAL_SUFFIX
-        self._client = mirror.client
-        self.experiment_id = ensure_experiment(self._client, self.experiment_name, mirror.artifact_location, _MARKS)
-        self._runs: dict[str, str] = {}
+    def __init__(self, run_dir: Path) -> None:
+        self.path = private_folder(run_dir) / LOG_FILE
+        _create_log_file(self.path)
         self._lock = threading.Lock()
+        with self._transaction() as db:
+            for statement in _SCHEMA:
+                db.execute(statement)
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('description', ?)", (DESCRIPTION,))
 
-    def log(self, run_name: str, values: dict[str, float], step: int) -> None:
-        """Log ``values`` at ``step`` into the confidential run ``run_name`` (created on first use), immediately.
-
-        Raises:
-            InvalidParameter: empty run name or values, a bad metric name, a non-finite value, or a bad step.
-            MirrorError: MLflow could not be written.
-        """
-        if not isinstance(run_name, str) or not run_name.strip():
-            raise InvalidParameter(f"run name must be a non-empty string, got {run_name!r}")
-        if not isinstance(values, dict) or not values:
-            raise InvalidParameter("values must be a non-empty dict of name -> number")
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise InvalidParameter(f"step must be a whole number >= 0, got {step!r}")
-        now = int(time.time() * 1000)
-        metrics = [Metric(check_metric_key(k), finite(k, v), now, step) for k, v in values.items()]
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One committed transaction on a fresh connection (thread-safe; SQLite syncs the commit to disk)."""
         with self._lock:
             try:
-                if run_name not in self._runs:
-                    run = self._client.create_run(self.experiment_id, run_name=run_name, tags=_MARKS)
-                    self._runs[run_name] = run.info.run_id
-                self._client.log_batch(self._runs[run_name], metrics=metrics)
-            except Exception as exc:
-                raise MirrorError(f"cannot write the confidential log {self.experiment_name!r}: {exc}") from exc
+                db = sqlite3.connect(self.path)
+                try:
+                    with db:
+                        yield db
+                finally:
+                    db.close()
+            except sqlite3.Error as exc:
+                raise ConfidentialStoreError(f"cannot use the confidential log {self.path}: {exc}") from exc
 
-    def close(self) -> None:
-        """Mark every confidential run this log created as finished.
+    def log(self, run_name: str, values: Mapping[str, float], step: int) -> None:
+        """Log ``values`` at ``step`` for ``run_name``, committed before returning.
 
         Raises:
-            MirrorError: MLflow could not be written.
+            InvalidParameter: empty run name or values, a bad name, a non-finite value, or a bad step.
+            ConfidentialStoreError: the file could not be written.
         """
-        with self._lock:
-            try:
-                for run_id in self._runs.values():
-                    self._client.set_terminated(run_id, status="FINISHED")
-            except Exception as exc:
-                raise MirrorError(f"cannot close the confidential log {self.experiment_name!r}: {exc}") from exc
-            self._runs.clear()
+        now = time.time()
+        rows = [(run_name, key, step, value, now) for key, value in _check_entry(run_name, values, step)]
+        with self._transaction() as db:
+            db.executemany("INSERT INTO value VALUES (?, ?, ?, ?, ?)", rows)
+
+    def read(self) -> list[ConfidentialValue]:
+        """Every logged value, in logging order."""
+        with self._transaction() as db:
+            rows = db.execute("SELECT run_name, key, step, value, time FROM value ORDER BY rowid").fetchall()
+        return [ConfidentialValue(*row) for row in rows]
