@@ -9,7 +9,10 @@ admitted.
 Speed. When the session's accountant is the tightest one (a minimum over members that include RDP), a cheap
 member (RDP) is tried first; only when it would refuse is the session's accountant consulted. The certified ε is
 that minimum, never looser than the RDP bound, so admitting on either keeps it within budget. Any other session
-accountant (e.g. basic composition, which can be looser than RDP) is consulted directly.
+accountant (e.g. basic composition, which can be looser than RDP) is consulted directly. Before the session's
+accountant, a lower bound that every sound accountant respects (:mod:`dpaudit.accounting.lower_bound`) refuses a
+request that is over budget whatever the accountant, in microseconds, so the lock is not held through a PLD
+composition only to refuse.
 
 Adaptive mode. :class:`BudgetFilter` is sound only when every charge's privacy parameters were fixed in advance
 (the certificate says so). :class:`AdaptiveBudgetFilter` admits charges whose parameters depend on earlier noisy
@@ -27,6 +30,7 @@ import numpy as np
 from dpaudit.accounting import Accountant, get_accountant
 from dpaudit.accounting.base import DeltaUnreachable
 from dpaudit.accounting.filters import DEFAULT_FILTER_ORDERS, FILTER_NAME, RenyiFilter, charge_rdp, filter_epsilon
+from dpaudit.accounting.lower_bound import epsilon_lower_bound
 from dpaudit.errors import BudgetExceeded
 from dpaudit.events import PrivacyEvent, compose
 from dpaudit.validation import check_delta, check_epsilon
@@ -113,6 +117,11 @@ class BudgetFilter(_FilterState):
             eps = self._fast.epsilon(candidate, self.delta)
             if eps <= self.epsilon:
                 return Admission(eps, self._fast.name)
+        lower = epsilon_lower_bound(candidate, self.delta)
+        if lower > self.epsilon:  # every sound accountant would report at least this: refuse without computing
+            raise BudgetExceeded(
+                f"release refused: composed epsilon would be at least {lower:.6g} > budget {self.epsilon:g} "
+                f"(delta {self.delta:g}, lower bound); nothing was charged or released")
         try:
             eps, source = self.accountant.epsilon_with_source(candidate, self.delta)
         except DeltaUnreachable as exc:

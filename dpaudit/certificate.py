@@ -172,8 +172,15 @@ def unsigned(certificate: Mapping[str, Any]) -> bytes:
 
 
 def build_certificate(records: Sequence[Record], *, key, plugins: Mapping[str, str],
-                      confidential_experiment: str | None) -> dict[str, Any]:
-    """Build and sign the certificate of a closed ledger."""
+                      confidential_log: str | None) -> dict[str, Any]:
+    """Build and sign the certificate of a closed ledger.
+
+    Args:
+        records: the closed ledger.
+        key: the signing key.
+        plugins: name -> version of the plugins that acted in the run.
+        confidential_log: where the run's confidential log lives (relative to the run folder), when it has one.
+    """
     opened = open_body(records)
     charges = charged_events(records)
     assumptions = collect_assumptions(charges, adaptive=session_filter(opened.adaptive, opened.budget) is not None)
@@ -203,9 +210,10 @@ def build_certificate(records: Sequence[Record], *, key, plugins: Mapping[str, s
         "plugins": dict(sorted(plugins.items())),
         "versions": {"code": opened.code_version, **package_versions(ACCOUNTING_PACKAGES)},
         "ledger": {"head": records[-1].hash, "records": len(records)},
-        "confidential_log": None if confidential_experiment is None else {
-            "experiment": confidential_experiment,
-            "statement": "Raw values logged there are NOT differentially private and are outside the release.",
+        "confidential_log": None if confidential_log is None else {
+            "location": confidential_log,
+            "statement": "Raw values logged there are NOT differentially private and are outside the release; the "
+            "file (mode 0600) is neither mirrored to MLflow nor exported.",
         },
         "public_key_fingerprint": key_fingerprint(public_pem),
     }

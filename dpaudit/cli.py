@@ -21,11 +21,64 @@ USAGE_ERRORS = (InvalidParameter, PluginError, VerificationError)
 
 
 def _fail(exc: DPAuditError) -> None:
-    click.echo(f"error: {exc}", err=True)
+    click.echo(f"error: {' '.join(str(exc).split())}", err=True)
     sys.exit(2 if isinstance(exc, USAGE_ERRORS) else 1)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: exceptions that hostile input can raise deep inside a computation (a bound that overflows, a huge integer, an
+#: unreadable file): reported as bad input, exit 2
+_INPUT_FAULTS = (ArithmeticError, RecursionError, MemoryError, ValueError, UnicodeError, OSError)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+class _GuardedGroup(click.Group):
+    """The top-level group: every error ends in one line on stderr and exit 1 or 2, never a traceback.
+
+    A :class:`~dpaudit.errors.DPAuditError` that a command did not handle goes through :func:`_fail`; an input fault
+    (:data:`_INPUT_FAULTS`) exits 2; anything else is an internal error, exit 1. ``DPAUDIT_DEBUG=1`` re-raises, for
+    the traceback. A usage error (unknown option, a value of the wrong type) is one line too, exit 2, instead of
+    click's usage block.
+    """
+
+    def main(self, *args, **kwargs):
+        if kwargs.get("standalone_mode", True) is False:
+            return super().main(*args, **kwargs)
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # no arguments: the help text, as click prints it
+            click.echo(exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.ClickException as exc:
+            click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            if os.environ.get("DPAUDIT_DEBUG") == "1":
+                raise
+            if isinstance(exc, DPAuditError):
+                _fail(exc)
+            if isinstance(exc, _INPUT_FAULTS):
+                click.echo(f"error: cannot handle this input ({_one_line(exc)})", err=True)
+                sys.exit(2)
+            click.echo(f"error: internal error ({_one_line(exc)}); set DPAUDIT_DEBUG=1 for the traceback", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=_GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--store", type=click.Path(file_okay=False, path_type=Path), default=None, envvar="DPAUDIT_HOME",
               help="Run store root (default ./dpaudit_runs).")
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or the "
@@ -91,6 +144,8 @@ def account_dpsgd(sample_rate: float, noise_multiplier: float, steps: int, delta
         eps, source = acc.epsilon_with_source(event, delta)
     except DPAuditError as exc:
         _fail(exc)
+    except (ArithmeticError, ValueError, MemoryError) as exc:  # e.g. σ = 1e-300 or 10**30 steps
+        _fail(InvalidParameter(f"no finite bound for these parameters ({_one_line(exc)})"))
     out = {"epsilon": eps, "delta": delta, "accountant": acc.name, "attained_by": source,
            "accountant_version": acc.version(), "sample_rate": sample_rate, "noise_multiplier": noise_multiplier,
            "steps": steps, "neighbouring": "add_remove", "upper_bound": True}
@@ -239,6 +294,60 @@ def export(obj: dict, run: str, directory: Path) -> None:
         click.echo(str(f))
 
 
+@main.command()
+@click.argument("run")
+@click.option("--abort", is_flag=True, help="The run has no close record (its process died): close it as ABORTED "
+              "and certify every charge of its ledger as it stands.")
+@click.option("--signing-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The key that signs the run (default <store>/keys/signing_key.pem); it must be the one the run's "
+              "open record names.")
+@click.pass_obj
+def recover(obj: dict, run: str, abort: bool, signing_key: Path | None) -> None:
+    """Finish RUN's close after a crash (certificate, log entry, reports from its ledger), or close it as aborted.
+
+    Says which it did. Exit 0 done (or nothing to do), 1 damaged evidence or a write failure, 2 an unclosed run
+    without --abort, or a key other than the run's.
+    """
+    from dpaudit.recovery import local_run, recover_run
+
+    try:
+        run_dir, root = local_run(run, obj["store"])
+        result = recover_run(run_dir, root, abort=abort, signing_key=signing_key)
+    except DPAuditError as exc:
+        _fail(exc)
+    except OSError as exc:
+        click.echo(f"error: cannot write the recovered files: {exc}", err=True)
+        sys.exit(1)
+    click.echo(result.summary())
+    if result.aborted or result.done:
+        click.echo(f"certificate: {run_dir / 'certificate.json'}; MLflow is not touched: run `dpaudit mirror sync "
+                   f"{result.run_id}` to update the run there")
+
+
+@main.group()
+def mirror() -> None:
+    """The MLflow mirror of the run store (a view of the ledgers)."""
+
+
+@mirror.command("sync")
+@click.argument("run")
+@click.pass_obj
+def mirror_sync(obj: dict, run: str) -> None:
+    """Catch RUN's MLflow run up with its ledger after an outage: records, files, end status (idempotent)."""
+    from dpaudit.recovery import intact_records, local_run
+    from dpaudit.store import LEDGER
+    from dpaudit.tracking.session_mirror import sync_mirror
+
+    try:
+        run_dir, _ = local_run(run, obj["store"])
+        records, _ = intact_records(run_dir / LEDGER)
+        sent = sync_mirror(run_dir, records, obj["tracking_uri"])
+    except DPAuditError as exc:
+        _fail(exc)
+    click.echo(f"mirrored {sent} new record{'s' if sent != 1 else ''} of run {run_dir.name} "
+               f"({len(records)} in its ledger); files attached")
+
+
 @main.group()
 @click.option("--trust-store", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Trust store file (default $DPAUDIT_TRUST_STORE or $XDG_CONFIG_HOME/dpaudit/trusted_keys.json).")
@@ -355,17 +464,44 @@ def log_head(obj: dict, store_option: Path | None, as_json: bool) -> None:
         click.echo(f"{head.token}\nstore {head.store_id}, signed by key {head.key_fingerprint}")
 
 
+LOOPBACK = "127.0.0.1"
+"""Where ``dpaudit ui`` binds by default: this machine only."""
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` names the loopback interface only (``localhost``, 127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @main.command()
-@click.option("--port", type=int, default=5000, show_default=True)
+@click.option("--port", type=click.IntRange(1, 65535), default=5000, show_default=True)
+@click.option("--host", default=LOOPBACK, show_default=True,
+              help="Interface to bind. Anything but loopback serves the whole tracking store to the network.")
 @click.pass_obj
-def ui(obj: dict, port: int) -> None:
-    """Open the MLflow UI on the run store (budget burn-down: metric dpaudit.epsilon_spent)."""
+def ui(obj: dict, port: int, host: str) -> None:
+    """Open the MLflow UI on the run store (budget burn-down: metric dpaudit.epsilon_spent), on loopback only unless
+    --host says otherwise. Confidential values are never in that store (they have their own 0600 file)."""
     from dpaudit.tracking import resolve_tracking_uri
 
+    if not host.strip() or any(c.isspace() for c in host):
+        raise click.BadParameter(f"not a host name or address: {host!r}", param_hint="--host")
     uri = resolve_tracking_uri(obj["tracking_uri"])
+    if not _is_loopback(host):
+        click.echo(f"warning: --host {host} serves everything in the tracking store ({uri}): released values, "
+                   "ledgers, certificates and reports of every run, to whoever reaches port "
+                   f"{port}. Confidential values are not in it (they stay in each run's confidential/log.sqlite).",
+                   err=True)
     mlflow = Path(sys.executable).with_name("mlflow")
-    cmd = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", uri, "--port", str(port)]
-    click.echo(f"MLflow UI on http://127.0.0.1:{port} for {uri}")
+    cmd = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", uri, "--host", host,
+           "--port", str(port)]
+    click.echo(f"MLflow UI on http://{host}:{port} for {uri}")
     sys.exit(subprocess.call(cmd, env=os.environ.copy()))
 
 

@@ -38,6 +38,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from dpaudit.errors import UncoveredRelease
 from dpaudit.events import (
     PrivacyEvent,
@@ -52,6 +54,7 @@ from dpaudit.mechanisms.outputs import (
     VectorOutput,
 )
 from dpaudit.mechanisms.registry import entry_for
+from dpaudit.sidecar import ArrayFile
 
 #: the exact keys of one AboveThreshold answer's output
 ANSWER_KEYS = frozenset({"round", "query", "above"})
@@ -117,7 +120,17 @@ def unused(event: PrivacyEvent) -> CoverageState:
 
 def count_numbers(value: Any) -> int | None:
     """How many numbers ``value`` (a number or nested lists of numbers, JSON form) holds; None if it holds
-    anything else (a boolean, a string, a mapping, None, a non-finite float)."""
+    anything else (a boolean, a string, a mapping, None, a non-finite float).
+
+    A released array stored as a sidecar counts its numbers: an :class:`~dpaudit.sidecar.ArrayFile` (whose
+    content ``dpaudit verify`` checks against its hash, dtype, shape and finiteness), or the numpy array itself
+    before it is written (numeric dtype, every entry finite).
+    """
+    if isinstance(value, ArrayFile):
+        return value.size
+    if isinstance(value, np.ndarray):
+        numeric = value.dtype.kind in "iu" or (value.dtype.kind == "f" and bool(np.isfinite(value).all()))
+        return value.size if numeric else None
     if isinstance(value, bool):
         return None
     if isinstance(value, int):

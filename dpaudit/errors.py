@@ -52,3 +52,7 @@ class VerificationError(DPAuditError):
 
 class TrustStoreError(VerificationError):
     """The trust store of pinned signing keys is unreadable, malformed, or writable by group or others."""
+
+
+class ConfidentialStoreError(DPAuditError):
+    """The confidential log's folder or file cannot be created or written, or is readable by others."""

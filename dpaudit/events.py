@@ -25,6 +25,7 @@ from dpaudit.validation import (
     check_count,
     check_delta,
     check_epsilon,
+    check_label,
     check_positive,
     check_probability,
 )
@@ -127,6 +128,7 @@ class LeafEvent(PrivacyEvent):
     def __post_init__(self) -> None:
         object.__setattr__(self, "neighbouring", Neighbouring(self.neighbouring))
         object.__setattr__(self, "assumptions", tuple(self.assumptions))
+        check_label(self.label)
         if not isinstance(self.sensitivity, Sensitivity):
             raise InvalidParameter(f"sensitivity must be a Sensitivity, got {type(self.sensitivity).__name__}")
         scalar = self.scalar_query or getattr(self, "dimension", 0) == 1
@@ -434,6 +436,7 @@ class RepeatAndSelectEvent(PrivacyEvent):
     def __post_init__(self) -> None:
         if not isinstance(self.event, PrivacyEvent):
             raise InvalidParameter("repeat-and-select needs a base event")
+        check_label(self.label)
         needed = REPETITION_DISTRIBUTIONS.get(self.distribution)
         if needed is None:
             raise InvalidParameter(f"unknown repetition distribution {self.distribution!r}; known: "

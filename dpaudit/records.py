@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 
 from dpaudit.errors import LedgerError
 from dpaudit.events import PrivacyEvent
+from dpaudit.sidecar import ArrayFile
 
 OPEN = "open"
 CHARGE = "charge"
@@ -206,7 +207,9 @@ class ReleaseBody:
         plugin: the plugin that charged it.
         mechanism: the charge's mechanism.
         label: the charged event's public label.
-        output: the released output (JSON).
+        output: the released output (JSON); None when it is in a sidecar file.
+        output_file: the sidecar file holding a large released array (:mod:`dpaudit.sidecar`), or None. Bodies
+            without one are written without the key, exactly as before sidecars existed.
     """
 
     TYPE: ClassVar[str] = RELEASE
@@ -216,10 +219,19 @@ class ReleaseBody:
     mechanism: str
     label: str
     output: Any
+    output_file: ArrayFile | None = None
+
+    @property
+    def released(self) -> Any:
+        """What was released, for the coverage rules: the :class:`ArrayFile` if there is one, else ``output``."""
+        return self.output_file if self.output_file is not None else self.output
 
     def to_dict(self) -> dict[str, Any]:
-        return {"charge_seq": self.charge_seq, "plugin": self.plugin, "mechanism": self.mechanism,
+        body = {"charge_seq": self.charge_seq, "plugin": self.plugin, "mechanism": self.mechanism,
                 "label": self.label, "output": self.output}
+        if self.output_file is not None:
+            body["output_file"] = self.output_file.to_dict()
+        return body
 
     @classmethod
     def from_dict(cls, body: Any) -> ReleaseBody:
@@ -231,9 +243,12 @@ class ReleaseBody:
         b = _mapping(body, RELEASE)
         if "output" not in b:
             raise LedgerError(f"{RELEASE} record body lacks 'output'")
+        output_file = ArrayFile.from_dict(b["output_file"]) if "output_file" in b else None
+        if output_file is not None and b["output"] is not None:
+            raise LedgerError(f"{RELEASE} record has both an output and an output file")
         return cls(charge_seq=_get(b, RELEASE, "charge_seq", int), plugin=_get(b, RELEASE, "plugin", str),
                    mechanism=_get(b, RELEASE, "mechanism", str), label=_get(b, RELEASE, "label", str),
-                   output=b["output"])
+                   output=b["output"], output_file=output_file)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dpaudit import canonical
 from dpaudit.coverage import RoundState
 from dpaudit.errors import InvalidParameter
 from dpaudit.mechanisms.randomness import RandomSource
+from dpaudit.tracking.confidential import write_private
 
 if TYPE_CHECKING:  # the session imports this module
     from dpaudit.session import Charge, Session
@@ -109,9 +110,7 @@ def commit_repetitions(run_dir: Path, charge_seq: int, repetitions: int, rng: Ra
     K is, except for the hash.
     """
     opening = {"charge_seq": charge_seq, "repetitions": repetitions, "salt": f"{rng.randbelow(2**256):064x}"}
-    folder = run_dir / "confidential"
-    folder.mkdir(exist_ok=True)
-    (folder / f"repetitions-{charge_seq}.json").write_text(canonical.dumps(opening), encoding="utf-8")
+    write_private(run_dir, f"repetitions-{charge_seq}.json", canonical.dumps(opening))  # mode 0600, folder 0700
     return {"repetitions_commitment": canonical.sha256_hex(canonical.encode(opening)),
             "commitment_scheme": "sha256(canonical JSON of {charge_seq, repetitions, salt}); "
             "opening kept by the run owner, outside the release",

@@ -17,20 +17,17 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dpaudit import store as run_store
-from dpaudit import transparency
 from dpaudit.accounting import DEFAULT_ACCOUNTANT, get_accountant
 from dpaudit.accounting.filters import DEFAULT_FILTER_ORDERS, FILTER_NAME, FILTER_VERSION
 from dpaudit.budget import AdaptiveBudgetFilter, BudgetFilter
-from dpaudit.certificate import build_certificate, write_certificate
 from dpaudit.coverage import (
     AboveThresholdRound,
     CoverageState,
@@ -42,7 +39,7 @@ from dpaudit.coverage import (
 )
 from dpaudit.data.access import open_data
 from dpaudit.data.catalog import DataSet
-from dpaudit.errors import DPAuditError, InvalidParameter, UncoveredRelease, UnsupportedEvent
+from dpaudit.errors import AccountingError, DPAuditError, InvalidParameter, UncoveredRelease, UnsupportedEvent
 from dpaudit.events import (
     ExponentialEvent,
     LaplaceEvent,
@@ -51,7 +48,7 @@ from dpaudit.events import (
     neighbouring_of,
 )
 from dpaudit.ledger import Ledger, Record
-from dpaudit.mechanisms import above_threshold, exponential, gaussian, laplace, randomized_response
+from dpaudit.mechanisms import above_threshold, exponential, gaussian, laplace, private_inputs, randomized_response
 from dpaudit.mechanisms.above_threshold import AboveThreshold
 from dpaudit.mechanisms.randomness import RandomSource, SecureRandom
 from dpaudit.mechanisms.repeat_and_select import repeat_and_select_event, sample_repetitions
@@ -59,15 +56,18 @@ from dpaudit.plugin_session import PluginSession, check_plugin_identity
 from dpaudit.provenance import code_version, dpaudit_version
 from dpaudit.public_values import CONFIDENTIAL_KEYS, check_public
 from dpaudit.records import CHARGE, ChargeBody, CloseBody, InfoBody, OpenBody, RecordBody, ReleaseBody
+from dpaudit.recovery import finish_close
 from dpaudit.selection import (
     AboveThresholdRounds,
     AuditedAboveThreshold,
     commit_repetitions,
 )
 from dpaudit.sensitivity import Neighbouring, Norm, Sensitivity, declared
+from dpaudit.sidecar import wants_sidecar, write_array
 from dpaudit.signing import load_or_create_key, public_key_fingerprint
+from dpaudit.tracking.confidential import LOCATION, ConfidentialLog
 from dpaudit.tracking.session_mirror import open_session_mirror
-from dpaudit.validation import check_delta, check_epsilon
+from dpaudit.validation import check_delta, check_epsilon, check_finite
 
 __all__ = ["AboveThresholdRounds", "AuditedAboveThreshold", "Charge", "Session"]  # views from dpaudit.selection
 
@@ -86,6 +86,25 @@ def _as_sensitivity(sensitivity: float | Sensitivity, norm: Norm, mechanism: str
     if isinstance(sensitivity, Sensitivity):
         return sensitivity
     return declared(sensitivity, norm, f"bound passed as a number to Session.{mechanism}()")
+
+
+def _admitted(budget_filter: BudgetFilter | AdaptiveBudgetFilter, event: PrivacyEvent) -> Any:
+    """``budget_filter.admit(event)``; an arithmetic fault of an accountant on extreme parameters (e.g. exp(ε) for
+    ε = 1e308) is a refusal, not a crash.
+
+    Raises:
+        AccountingError: the bound overflowed or divided by zero (nothing is charged).
+    """
+    try:
+        return budget_filter.admit(event)
+    except ArithmeticError as exc:
+        raise AccountingError(f"no privacy bound computable for this event ({exc}); nothing was charged") from None
+
+
+def _check_name(what: str, value: object) -> None:
+    """A plugin or mechanism name is a non-empty string (checked before anything is charged or written)."""
+    if not isinstance(value, str) or not value:
+        raise InvalidParameter(f"{what} must be a non-empty string, got {value!r}")
 
 
 def _jsonable(value: Any) -> Any:
@@ -140,7 +159,7 @@ class Session:
         store: run store root (default ``$DPAUDIT_HOME`` or ``./dpaudit_runs``).
         tracking_uri: MLflow tracking URI (default ``$MLFLOW_TRACKING_URI`` or the embedded SQLite store).
         mirror: mirror the ledger into MLflow (default True).
-        confidential: allow :meth:`log_confidential` (raw values in a separate, marked MLflow experiment).
+        confidential: allow :meth:`log_confidential` (raw values in the run's own 0600 file, outside MLflow).
         signing_key: path of the Ed25519 key that signs the certificate (default ``<store>/keys/``).
         adaptive: admit charges whose privacy parameters depend on earlier noisy outputs, through a Rényi filter
             (:class:`~dpaudit.budget.AdaptiveBudgetFilter`); the certificate then claims the budget (ε_B, δ_B) and
@@ -192,6 +211,8 @@ class Session:
         self.store_id = run_store.load_or_create_store_id(self._root)
         self._charges: dict[int, Charge] = {}
         self._closed = False
+        self._close_status = ""  # the status the close record was written with
+        self._certificate: dict[str, Any] | None = None  # set once every close step has succeeded
         self._lock_depth = 0  # how deep the thread holding the session lock is nested in _locked()
         self._plugins: dict[str, str] = {}
         # what each charge has used of what it covers, and the live AboveThreshold rounds (their noisy thresholds),
@@ -204,10 +225,12 @@ class Session:
             params={"budget_epsilon": str(epsilon), "budget_delta": str(delta),
                     "neighbouring": self.neighbouring.value, "accountant": accounted_by["name"]},
             tags={"dpaudit.protected": ", ".join(self.protected), "dpaudit.for_release": str(self.rng.for_release)},
-            key_fingerprint=self.key_fingerprint, confidential=confidential)
+            key_fingerprint=self.key_fingerprint)
         self.run_id = self._tracking.run_id
         self.run_dir = self._root / self.run_id
         self._ledger = Ledger.create(self.run_dir / run_store.LEDGER)
+        # raw values, only on request, in their own 0600 file: never in the MLflow store that `dpaudit ui` serves
+        self._confidential = ConfidentialLog(self.run_dir) if confidential else None
         self._append(OpenBody(
             name=name, run_id=self.run_id, store_id=self.store_id, signing_key_fingerprint=self.key_fingerprint,
             budget={"epsilon": epsilon, "delta": delta}, neighbouring=self.neighbouring.value,
@@ -312,6 +335,8 @@ class Session:
         self._check_open()
         if not isinstance(event, PrivacyEvent):
             raise InvalidParameter(f"charge needs a PrivacyEvent, got {type(event).__name__}")
+        _check_name("plugin", plugin)
+        _check_name("mechanism", mechanism)
         relation = neighbouring_of(event)
         if relation is not self.neighbouring:
             raise UnsupportedEvent(
@@ -321,7 +346,7 @@ class Session:
         check_public(described, CONFIDENTIAL_KEYS, "charge record")
         with self._locked():
             self._check_open()
-            admission = self._filter.admit(event)
+            admission = _admitted(self._filter, event)
             record = self._ledger.append(CHARGE, ChargeBody(event=described, plugin=plugin, mechanism=mechanism,
                                                             epsilon_spent=admission.epsilon,
                                                             bound_source=admission.source).to_dict())
@@ -356,12 +381,19 @@ class Session:
             self._release(charge, output)
 
     def _release(self, charge: Charge, output: Any) -> None:
-        """Check that ``charge`` covers ``output``, append its release record and count it, in one locked step."""
+        """Check that ``charge`` covers ``output``, append its release record and count it, in one locked step.
+
+        A large numeric array is written to a sidecar file (:mod:`dpaudit.sidecar`), fsynced after the coverage
+        check and before the record that names its hash.
+        """
+        sidecar = wants_sidecar(output)
         body = ReleaseBody(charge_seq=charge.seq, plugin=charge.plugin, mechanism=charge.mechanism,
-                           label=getattr(charge.event, "label", ""), output=_jsonable(output))
+                           label=getattr(charge.event, "label", ""), output=None if sidecar else _jsonable(output))
         with self._locked():
             self._check_open()
-            used = self._covered(charge, lambda state: after_release(state, body.output))
+            used = self._covered(charge, lambda state: after_release(state, output if sidecar else body.output))
+            if sidecar:
+                body = replace(body, output_file=write_array(self.run_dir, output))
             self._append(body)
             self._coverage[charge.seq] = used
 
@@ -392,6 +424,8 @@ class Session:
 
     def _covered(self, charge: Charge, step: Any) -> Any:
         """``step`` applied to ``charge``'s coverage state (caller holds the lock); errors name the charge."""
+        if not isinstance(charge, Charge):
+            raise InvalidParameter(f"expected a Charge made by this session, got {type(charge).__name__}")
         if self._charges.get(charge.seq) is not charge:
             raise InvalidParameter(f"charge {charge.seq} was not made by this session")
         try:
@@ -406,6 +440,7 @@ class Session:
         Returns:
             The round's index (for :class:`~dpaudit.selection.AuditedAboveThreshold`).
         """
+        threshold = check_finite("threshold", threshold)
         with self._locked():
             self._check_open()
             started, index = self._covered(charge, after_round_start)
@@ -417,11 +452,12 @@ class Session:
         """Answer one query of a started round: check coverage, draw the query noise, write the answer, return it."""
         with self._locked():
             self._check_open()
+            private_inputs.check_query(value)
             query = self._covered(charge, lambda state: next_query(state, round_index))
             mechanism = self._rounds.get((charge.seq, round_index))
             if mechanism is None:
                 raise UncoveredRelease(f"charge {charge.seq}: round {round_index} was not started by this session")
-            above = mechanism.test(value)
+            above = mechanism.test(private_inputs.into_domain(value))
             self._release(charge, {"round": round_index, "query": query, "above": bool(above)})
         return above
 
@@ -432,6 +468,9 @@ class Session:
             InvalidParameter: the body holds a confidential key (nothing is written, whatever the mirror setting).
         """
         self._check_open()
+        _check_name("plugin", plugin)
+        if not isinstance(body, Mapping):
+            raise InvalidParameter(f"an info body must be a mapping, got {type(body).__name__}")
         self._append(InfoBody(plugin=plugin, info=_jsonable(dict(body))))
 
     def register_plugin(self, name: str, version: str) -> None:
@@ -445,12 +484,17 @@ class Session:
         self._tracking.log_public_metrics(metrics, step)
 
     def log_confidential(self, values: Mapping[str, float], step: int = 0) -> None:
-        """Log raw, NON-private values into the separate confidential experiment (only if enabled at open).
+        """Log raw, NON-private values into the run's confidential log, ``<run>/confidential/log.sqlite`` (mode
+        0600; never mirrored to MLflow, never exported), only if enabled at open.
 
         Raises:
             DPAuditError: confidential logging is off.
+            InvalidParameter: an empty mapping, a bad name or step, or a non-finite value.
         """
-        self._tracking.log_confidential(self.name, values, step)
+        if self._confidential is None:
+            raise DPAuditError("confidential logging is off: open the Session with confidential=True (values "
+                               "logged there are not differentially private and are outside the release)")
+        self._confidential.log(self.name, values, step)
 
     def trial(self, name: str) -> contextlib.AbstractContextManager[None]:
         """Mirror the records made inside the ``with`` block to a nested MLflow run (one tuning trial)."""
@@ -461,9 +505,10 @@ class Session:
     def laplace(self, value: Any, sensitivity: float | Sensitivity, epsilon: float, *, label: str = "",
                 grid: float | None = None, plugin: str = "session") -> Any:
         """Release ``value`` (a number or array) with discrete Laplace noise; ε-DP for L1 sensitivity Δ."""
-        event = self.laplace_event(sensitivity, epsilon, dimension=int(np.size(value)), label=label, grid=grid)
+        event = self.laplace_event(sensitivity, epsilon, dimension=private_inputs.check_value(value), label=label,
+                                   grid=grid)
         charge = self.charge(event, plugin=plugin, mechanism="laplace")
-        out = laplace.release(event, value, self.rng)
+        out = laplace.release(event, private_inputs.into_domain(value), self.rng)
         self.record_release(charge, out)
         return out
 
@@ -477,9 +522,9 @@ class Session:
                  label: str = "", grid: float | None = None, plugin: str = "session") -> Any:
         """Release ``value`` with discrete Gaussian noise calibrated to (ε, δ) for L2 sensitivity Δ."""
         event = gaussian.gaussian_event(self.neighbouring, _as_sensitivity(sensitivity, Norm.L2, "gaussian"), epsilon,
-                                        delta, dimension=int(np.size(value)), label=label, grid=grid)
+                                        delta, dimension=private_inputs.check_value(value), label=label, grid=grid)
         charge = self.charge(event, plugin=plugin, mechanism="gaussian")
-        out = gaussian.release(event, value, self.rng)
+        out = gaussian.release(event, private_inputs.into_domain(value), self.rng)
         self.record_release(charge, out)
         return out
 
@@ -491,11 +536,12 @@ class Session:
         the same direction between neighbours; dpaudit cannot check that, so the event then carries the conditional
         assumption :data:`~dpaudit.events.MONOTONE_SCORES`, listed in the certificate.
         """
-        scores = list(scores)  # exact: ints and Fractions are not rounded to floats (the sampler is exact on them)
-        event = self.exponential_event(sensitivity, epsilon, n_candidates=len(scores), monotone=monotone,
+        n_candidates = private_inputs.check_scores(scores)
+        event = self.exponential_event(sensitivity, epsilon, n_candidates=n_candidates, monotone=monotone,
                                        label=label)
         charge = self.charge(event, plugin=plugin, mechanism="exponential")
-        index = exponential.release(event, scores, self.rng)
+        # exact: ints and Fractions are not rounded to floats (the sampler is exact on them)
+        index = exponential.release(event, private_inputs.into_domain(scores), self.rng)
         self.record_release(charge, index)
         return index
 
@@ -525,6 +571,7 @@ class Session:
                         max_queries: int, label: str = "", grid: float | None = None,
                         plugin: str = "session") -> AuditedAboveThreshold:
         """Start one AboveThreshold run charged ε; each answer is written to the ledger before it is returned."""
+        check_finite("threshold", threshold)  # public: refused before the charge
         rounds = self.above_threshold_rounds(sensitivity, epsilon, max_queries=max_queries, rounds=1, label=label,
                                              grid=grid, plugin=plugin)
         return rounds.next_round(threshold)
@@ -564,15 +611,17 @@ class Session:
             BudgetExceeded: the plan does not fit (nothing is charged).
         """
         self._check_open()
-        if not events:
-            raise InvalidParameter("check_affordable needs at least one event")
+        if isinstance(events, PrivacyEvent) or not isinstance(events, Sequence) or not events:
+            raise InvalidParameter("check_affordable needs a non-empty sequence of events")
         for event in events:
+            if not isinstance(event, PrivacyEvent):
+                raise InvalidParameter(f"check_affordable needs PrivacyEvents, got {type(event).__name__}")
             relation = neighbouring_of(event)
             if relation is not self.neighbouring:
                 raise UnsupportedEvent(f"event is about {relation.value} neighbours but the session protects "
                                        f"{self.neighbouring.value}")
         with self._filter.lock:
-            return self._filter.admit(compose(list(events))).epsilon
+            return _admitted(self._filter, compose(list(events))).epsilon
 
     def repeat_and_select(self, base_event: PrivacyEvent, distribution: str, params: Mapping[str, float], *,
                           plugin: str, label: str = "") -> tuple[Charge, int]:
@@ -624,24 +673,29 @@ class Session:
     def close(self, status: str = "FINISHED") -> dict[str, Any]:
         """Close the ledger, build and sign the certificate, write it (and the report) and mirror them.
 
-        Idempotent: a second call returns the certificate already written.
-        """
-        if self._closed:
-            return json.loads(self.certificate_path.read_text())
-        with self._locked():  # the close record and the flag are one step: no release slips in after close
-            self._append(CloseBody(status=status, charges=len(self._charges)))
-            self._closed = True
-        self._ledger.close()
-        certificate = build_certificate(self._ledger.records(), key=self._key, plugins=self._plugins,
-                                        confidential_experiment=self._tracking.confidential_experiment)
-        write_certificate(self.run_dir, certificate, self._key)
-        # the store's transparency log: a run later deleted or swapped is caught by `dpaudit verify --store`
-        transparency.append_entry(self._root, self.store_id, transparency.LogEntry.of(self.run_id, certificate),
-                                  self._key)
-        from dpaudit.report import write_reports
+        Idempotent and retryable: the ``close`` record is appended once (with the first call's ``status``); each
+        later step (certificate and public key, the store's transparency-log entry, the reports;
+        :func:`dpaudit.recovery.finish_close`) is done only where missing or stale. After a failure (a full disk,
+        a kill) calling ``close()`` again, or ``dpaudit recover RUN`` from another process, finishes the run without
+        duplicating anything; once every step has succeeded, later calls return the same certificate. An MLflow
+        failure is only a warning (``dpaudit mirror sync RUN`` completes the mirror later).
 
-        write_reports(self.run_dir)
-        self._tracking.finish(self._ledger, self.run_dir, status)
+        Raises:
+            LedgerError: the close record or the log entry could not be written (call again to finish).
+            OSError: the certificate or a report could not be written (call again to finish).
+        """
+        if self._certificate is not None:
+            return self._certificate
+        with self._locked():  # the close record and the flag are one step: no release slips in after close
+            if not self._closed:
+                self._append(CloseBody(status=status, charges=len(self._charges)))
+                self._closed, self._close_status = True, status
+        self._ledger.close()
+        certificate, _ = finish_close(self.run_dir, self._root, self._ledger.records(), self._key,
+                                      plugins=self._plugins,
+                                      confidential_log=None if self._confidential is None else LOCATION)
+        self._tracking.finish(self._ledger, self.run_dir, self._close_status)
+        self._certificate = certificate
         return certificate
 
     # --- plugin view and data ---

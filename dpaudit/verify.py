@@ -27,8 +27,9 @@ Every check runs, and every failure is reported (not only the first):
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from dpaudit import canonical, transparency
@@ -47,14 +48,23 @@ from dpaudit.certificate import (
 from dpaudit.coverage import CoverageState, after_release, unused
 from dpaudit.errors import DPAuditError, LedgerError, UncoveredRelease, VerificationError
 from dpaudit.events import LeafEvent, PrivacyEvent, compose
+from dpaudit.files import read_regular
 from dpaudit.ledger import Record, read_records, verify_chain
 from dpaudit.progress import progress
 from dpaudit.public_values import find_confidential
 from dpaudit.records import CHARGE, OPEN, RELEASE, ReleaseBody
 from dpaudit.registry import load_plugins
+from dpaudit.report import REPORT_FILES, report_from
+from dpaudit.sidecar import check_array_file
 from dpaudit.signing import key_fingerprint, verify_signature
 from dpaudit.tolerance import REL_TOL, within
 from dpaudit.trust import KeyTrust, TrustDecision
+
+MAX_PUBLIC_KEY_BYTES = 64 * 1024
+"""The largest ``public_key.pem`` read (an Ed25519 PEM key is 113 bytes)."""
+
+MAX_RUN_DIR_CHARS = 4096
+"""The longest ``run.run_dir`` accepted in a bundle's ``report.json``."""
 
 
 @dataclass(frozen=True)
@@ -116,26 +126,37 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
     trust = trust if trust is not None else KeyTrust.default()
     load_plugins()  # plugins register their sensitivity formulas; a broken plugin fails loudly here
     report = VerificationReport(str(bundle))
-    if not (bundle / run_store.LEDGER).is_file():
+    if not os.path.lexists(bundle / run_store.LEDGER):
         raise VerificationError(f"{bundle} has no {run_store.LEDGER}: not an evidence bundle or run folder")
-    records, problems = read_records(bundle / run_store.LEDGER)
+    try:
+        records, problems = read_records(bundle / run_store.LEDGER)
+    except LedgerError as exc:  # a symlink, a device, unreadable: invalid evidence, not a usage error
+        report.add("evidence-files", False, str(exc))
+        return report
     chain = problems + verify_chain(records)
     report.add("ledger-chain", not chain, "; ".join(chain) or f"{len(records)} records, hash chain intact")
     _check_public_bodies(report, records)
     if not records:
         report.add("ledger-nonempty", False, "ledger holds no records")
         return report
-    missing = [n for n in (run_store.CERTIFICATE, run_store.PUBLIC_KEY) if not (bundle / n).is_file()]
+    missing = [n for n in (run_store.CERTIFICATE, run_store.PUBLIC_KEY) if not os.path.lexists(bundle / n)]
     if missing:
         # e.g. a session killed before it closed: its ledger still verifies up to its last record (above)
         report.add("certificate-present", False, f"no {' or '.join(missing)}: the session never closed (a crash?) "
-                   f"or the bundle is incomplete; the ledger's {len(records)} records were checked, nothing is claimed")
+                   f"or the bundle is incomplete; the ledger's {len(records)} records were checked, nothing is claimed "
+                   "(the run's owner finishes or aborts it with `dpaudit recover RUN [--abort]`)")
         return report
-    certificate = canonical.read_object(bundle / run_store.CERTIFICATE, VerificationError)
-    public_pem = (bundle / run_store.PUBLIC_KEY).read_text(encoding="utf-8")
+    try:
+        certificate = canonical.read_object(bundle / run_store.CERTIFICATE, VerificationError)
+        public_pem = read_regular(bundle / run_store.PUBLIC_KEY, MAX_PUBLIC_KEY_BYTES, VerificationError).decode()
+    except (VerificationError, UnicodeDecodeError) as exc:
+        report.add("evidence-files", False, str(exc))
+        return report
+    report.add("evidence-files", True, "regular files within the size limits, strict JSON")
     _check_certificate(report, certificate, records, public_pem, allow_not_for_release)
     _check_key_trust(report, public_pem, trust)
     _check_run_binding(report, bundle, certificate, records[0].body if records[0].type == OPEN else {}, trust)
+    _check_reports(report, bundle, records, certificate)
     try:
         charges = charged_events(records)
     except DPAuditError as exc:
@@ -143,7 +164,7 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
         return report
     report.add("events-decode", True, f"{len(charges)} charges decoded")
     _check_charges(report, records, charges)
-    _check_releases(report, records, charges)
+    _check_releases(report, bundle, records, charges)
     opened = records[0].body if records[0].type == OPEN else {}
     _check_claim(report, certificate, charges, opened)
     listed = {(a["id"], a["statement"]) for a in certificate.get("assumptions", [])}
@@ -154,6 +175,47 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
                f"missing from certificate: {sorted(i for i, _ in missing)}" if missing
                else f"{len(needed)} assumptions listed ({conditional} conditional)")
     return report
+
+
+def _check_reports(report: VerificationReport, bundle: Path, records: list[Record], cert: dict[str, Any]) -> None:
+    """Every report file the bundle carries (:data:`dpaudit.report.REPORT_FILES`) is what a reviewer reads but is
+    not signed, so it must be byte for byte the report regenerated from the checked ledger and certificate. The
+    one field taken from the file is ``report.json``'s ``run.run_dir`` (the folder it was written in), a path of at
+    most :data:`MAX_RUN_DIR_CHARS` characters whose last component is the certificate's run id."""
+    present = [name for name in REPORT_FILES if os.path.lexists(bundle / name)]
+    if not present:
+        report.add("reports", True, "the bundle carries no report files: nothing to compare")
+        return
+    try:
+        model = report_from(records, cert, "")
+    except DPAuditError as exc:
+        report.add("reports", False, f"cannot regenerate the reports from the ledger: {exc}")
+        return
+    run = cert.get("run") if isinstance(cert.get("run"), dict) else {}
+    problems = []
+    for name in present:
+        expected = REPORT_FILES[name](model).encode("utf-8")
+        slack = 2**20 + MAX_RUN_DIR_CHARS * 6  # room for an edit (reported as a difference) and a \u-escaped run_dir
+        try:
+            found = read_regular(bundle / name, len(expected) + slack, VerificationError)
+            if name == run_store.REPORT_JSON:
+                written_in = canonical.loads_object(found.decode("utf-8"), name, VerificationError).get("run", {})
+                run_dir = written_in.get("run_dir") if isinstance(written_in, dict) else None
+                if not (isinstance(run_dir, str) and len(run_dir) <= MAX_RUN_DIR_CHARS
+                        and (run.get("id") is None or PurePath(run_dir).name == run.get("id"))):
+                    raise VerificationError(f"{name} names run folder {str(run_dir)[:80]!r}, not one of run "
+                                            f"{run.get('id')!r}")
+                model["run"]["run_dir"] = run_dir
+                expected = REPORT_FILES[name](model).encode("utf-8")
+        except (VerificationError, UnicodeDecodeError) as exc:
+            problems.append(f"{name}: {exc}")
+            continue
+        if found != expected:
+            at = len(os.path.commonprefix([found, expected]))
+            problems.append(f"{name} differs from the report regenerated from the ledger and certificate (from byte "
+                            f"{at}): edited after the run closed?")
+    report.add("reports", not problems, "; ".join(problems) or
+               f"{', '.join(present)} identical to the reports regenerated from the ledger and certificate")
 
 
 def _check_certificate(report: VerificationReport, cert: dict[str, Any], records: list[Record], public_pem: str,
@@ -310,8 +372,13 @@ def _check_public_bodies(report: VerificationReport, records: list[Record]) -> N
                else f"{len(records)} record bodies hold no confidential key")
 
 
-def _check_releases(report: VerificationReport, records: list[Record], charges: list[tuple[int, PrivacyEvent]]) -> None:
-    """Replay every release against its charge's coverage (the rules the session enforced when it wrote them)."""
+def _check_releases(report: VerificationReport, bundle: Path, records: list[Record],
+                    charges: list[tuple[int, PrivacyEvent]]) -> None:
+    """Replay every release against its charge's coverage (the rules the session enforced when it wrote them).
+
+    A release whose array is in a sidecar file (:mod:`dpaudit.sidecar`) counts the numbers its record names, and
+    the file must be in the bundle with that hash, dtype and shape, all finite.
+    """
     events = dict(charges)
     states: dict[int, CoverageState | UncoveredRelease] = {}
     problems: list[str] = []
@@ -338,8 +405,13 @@ def _check_releases(report: VerificationReport, records: list[Record], charges: 
         if isinstance(state, UncoveredRelease):
             problems.append(f"charge {seq}: release {r.seq}: {state}")
             continue
+        if body.output_file is not None:
+            problem = check_array_file(bundle, body.output_file)
+            if problem:
+                problems.append(f"release {r.seq}: {problem}")
+                continue
         try:
-            states[seq] = after_release(state, body.output)
+            states[seq] = after_release(state, body.released)
             released += 1
         except UncoveredRelease as exc:
             problems.append(f"charge {seq}: release {r.seq}: {exc}")

@@ -2,8 +2,8 @@
 
 For each workload the charged events are rebuilt from public configuration only (nothing is trained):
 
-* the demo (``dpaudit demo``): the noisy record count, the constant-overhead grid's DP-SGD envelope and the T_max
-  AboveThreshold rounds (dpaudit/demo.py);
+* the demo (``dpaudit demo``): the constant-overhead grid's DP-SGD envelope and the T_max AboveThreshold rounds
+  (dpaudit/demo.py; the training-set size is public there, so no noisy count);
 * the side-by-side experiment (experiments/side_by_side.py, its defaults): constant-overhead (envelope + T_max
   rounds at the bisected ϵ per round), randtune (geometric repeat-and-select of the envelope at the bisected γ),
   naive (the 40 candidates with σ times the fitted factor).
@@ -31,7 +31,7 @@ from dpaudit.accounting.charges import tally
 from dpaudit.accounting.filters import RenyiFilter, charge_rdp, filter_epsilon
 from dpaudit.accounting.rdp import ORDERS, composed_rdp, rdp_to_epsilon
 from dpaudit.data.adult import TRAIN_NAME
-from dpaudit.demo import BUDGET, COUNT_EPSILON, demo_config
+from dpaudit.demo import BUDGET, demo_config
 from dpaudit.events import PrivacyEvent, RepeatAndSelectEvent, compose
 from dpaudit.sensitivity import from_formula
 from dpaudit.tuning import candidate_event, grid_envelope
@@ -46,11 +46,10 @@ def _dry_session(epsilon: float, delta: float, store: str) -> Session:
 
 
 def demo_events(n: int, store: str) -> list[PrivacyEvent]:
-    """The demo's charges: count, envelope, AboveThreshold rounds (as the constant-overhead plugin charges them)."""
+    """The demo's charges: envelope, AboveThreshold rounds (as the constant-overhead plugin charges them)."""
     cfg = ConstantOverheadConfig.from_mapping(demo_config())
     s = _dry_session(*BUDGET, store)
-    events = [s.laplace_event(from_formula("count", "add_remove"), COUNT_EPSILON),
-              grid_envelope(cfg.candidates, n, "envelope"),
+    events = [grid_envelope(cfg.candidates, n, "envelope"),
               s.above_threshold_rounds_event(from_formula(FORMULA_ID, "add_remove", k=cfg.k), cfg.epsilon_round,
                                              max_queries=cfg.max_batch, rounds=cfg.t_max)]
     s.close()

@@ -7,7 +7,9 @@ Each mechanism module (:mod:`~dpaudit.mechanisms.laplace`, :mod:`~dpaudit.mechan
 privacy map (a pure function of the event, the one that calibration, the accountants, the budget filter and
 ``dpaudit verify`` all evaluate), what one charge covers, and its release through the exact samplers
 (:mod:`~dpaudit.mechanisms.discrete`, :mod:`~dpaudit.mechanisms.randomness`; grid rounding in
-:mod:`~dpaudit.mechanisms.grid`). :mod:`dpaudit.accounting` imports only the privacy maps.
+:mod:`~dpaudit.mechanisms.grid`). :mod:`dpaudit.accounting` imports only the privacy maps. What is checked of a
+private input before the charge, and the public rule for a NaN or infinity inside the data, are in
+:mod:`~dpaudit.mechanisms.private_inputs`.
 """
 
 import importlib

@@ -68,6 +68,9 @@ def calibrate_above_threshold(epsilon: float, sensitivity: float, grid: float) -
     target = Fraction(epsilon) * (1 - 4 * Fraction(U))
     threshold_scale = grid * float(2 * delta_grid) / epsilon
     query_scale = grid * float(4 * delta_grid) / epsilon
+    if not math.isfinite(query_scale):
+        raise InvalidParameter(f"the AboveThreshold noise scale overflows ({query_scale!r}): epsilon too small for the "
+                               "sensitivity")
     for _ in range(64):
         loss = delta_grid / grid_units_lower(threshold_scale, grid) + 2 * delta_grid / grid_units_lower(
             query_scale, grid)

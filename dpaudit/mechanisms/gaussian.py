@@ -309,7 +309,8 @@ def release_gaussian(value: float | np.ndarray, sigma: float, grid: float, rng: 
     check_positive("sigma", sigma)
     check_positive("grid", grid)
     variance = scale_in_grid_units(sigma, grid) ** 2
-    return add_grid_noise(value, grid, lambda: sample_discrete_gaussian(variance, rng))
+    return add_grid_noise(value, grid, lambda count: np.array(
+        [sample_discrete_gaussian(variance, rng) for _ in range(count)], dtype=object))
 
 
 def release(event: GaussianEvent, value: float | np.ndarray, rng: RandomSource) -> float | np.ndarray:

@@ -105,11 +105,59 @@ def default_grid(sensitivity: float) -> float:
     return check_positive("sensitivity", sensitivity) / _GRID_DIVISOR
 
 
-def add_grid_noise(value: float | np.ndarray, grid: float, draw: Callable[[], int]) -> float | np.ndarray:
-    """Round every coordinate of ``value`` to the grid, add ``draw()`` grid units to each, return floats.
+#: a coordinate whose quotient value/γ is this large, or within this of a rounding tie, is rounded exactly
+_FAST_QUOTIENT_LIMIT = 2.0**40
+_TIE_MARGIN = 2.0**-12
+#: chunk of coordinates processed at once by :func:`add_grid_noise` (bounds its temporary memory)
+_CHUNK = 2**18
+
+
+def round_to_grid_array(values: np.ndarray, grid: float) -> np.ndarray:
+    """:func:`round_to_grid` of every entry of a 1-d numeric array, exactly, as int64 (object if too large).
+
+    The float quotient q = fl(v/γ) is within |q|·2⁻⁵³ of v/γ. Where |q| < 2⁴⁰ and q is more than 2⁻¹² from a
+    rounding tie, that error (< 2⁻¹³) cannot move v/γ across the tie, so the nearest integer of q is the exact
+    one; every other entry (and every integer entry of 2⁵³ or more) is rounded by :func:`round_to_grid` on
+    Fractions.
+    """
+    quotient = values.astype(np.float64) / grid
+    nearest = np.rint(quotient)
+    safe = (np.abs(quotient) < _FAST_QUOTIENT_LIMIT) & (np.abs(np.abs(quotient - nearest) - 0.5) > _TIE_MARGIN)
+    if values.dtype.kind in "iu":
+        safe &= np.abs(values.astype(np.float64)) < 2.0**53
+    rounded = np.where(safe, nearest, 0.0).astype(np.int64)
+    exact = np.flatnonzero(~safe)
+    if exact.size == 0:
+        return rounded
+    wide = [round_to_grid(values[i].item(), grid) for i in exact]
+    if all(abs(k) < 2**62 for k in wide):
+        rounded[exact] = wide
+        return rounded
+    rounded = rounded.astype(object)
+    rounded[exact] = wide
+    return rounded
+
+
+def _grid_values(units: np.ndarray, grid: float) -> np.ndarray:
+    """The float nearest to k·γ for every integer k in ``units`` (exact products where k fits in 53 bits)."""
+    if units.dtype != object and np.all(np.abs(units) < 2**53):
+        return units.astype(np.float64) * grid  # k and γ exact floats: one correctly rounded product
+    exact_grid = Fraction(grid)
+    return np.array([float(int(k) * exact_grid) for k in units], dtype=np.float64)
+
+
+def add_grid_noise(value: float | np.ndarray, grid: float,
+                   draw: Callable[[int], np.ndarray]) -> float | np.ndarray:
+    """Round every coordinate of ``value`` to the grid, add ``draw(n)`` grid units to its n coordinates, return floats.
 
     The output, an integer k per coordinate, is returned as the float nearest to k·γ: a post-processing of k, so it
-    does not affect privacy.
+    does not affect privacy. Coordinates are processed in chunks of 2¹⁸, so the temporary memory stays a few times
+    the chunk whatever the array's size.
+
+    Args:
+        value: a real number or a numeric array (any shape).
+        grid: the spacing γ > 0.
+        draw: ``draw(n)`` returns n independent noise values in grid units (an integer array, int64 or object).
 
     Raises:
         InvalidParameter: a NaN or infinite coordinate, or a non-numeric value.
@@ -119,11 +167,18 @@ def add_grid_noise(value: float | np.ndarray, grid: float, draw: Callable[[], in
             raise InvalidParameter(f"value must be a numeric array, got dtype {value.dtype}")
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
             raise InvalidParameter("value must be finite in every coordinate (got NaN or infinity)")
-        out = np.empty(value.shape, dtype=np.float64)
-        exact_grid = Fraction(grid)
-        for index, coordinate in np.ndenumerate(value):
-            out[index] = float((round_to_grid(coordinate.item(), grid) + draw()) * exact_grid)
-        return out
+        check_positive("grid", grid)
+        flat = value.reshape(-1)
+        out = np.empty(flat.size, dtype=np.float64)
+        for start in range(0, flat.size, _CHUNK):
+            chunk = flat[start:start + _CHUNK]
+            rounded, noise = round_to_grid_array(chunk, grid), draw(chunk.size)
+            if rounded.dtype == object or noise.dtype == object:
+                units = rounded.astype(object) + noise.astype(object)
+            else:
+                units = rounded + noise  # both below 2⁶² in magnitude: no int64 overflow
+            out[start:start + chunk.size] = _grid_values(units, grid)
+        return out.reshape(value.shape)
     if isinstance(value, np.generic):
         value = value.item()
-    return float((round_to_grid(value, grid) + draw()) * Fraction(grid))
+    return float((round_to_grid(value, grid) + int(draw(1)[0])) * Fraction(grid))

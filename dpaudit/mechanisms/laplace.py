@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpaudit.events import LaplaceEvent
-from dpaudit.mechanisms.discrete import sample_discrete_laplace
+from dpaudit.mechanisms.discrete_bulk import sample_discrete_laplace_array
 from dpaudit.mechanisms.grid import add_grid_noise, default_grid, grid_sensitivity, scale_in_grid_units
 from dpaudit.mechanisms.numerics import grid_units_lower, nudged_up
 from dpaudit.mechanisms.outputs import Coverage, VectorOutput
@@ -81,7 +81,9 @@ def coverage(event: LaplaceEvent) -> Coverage:
 def release_laplace(value: float | np.ndarray, scale: float, grid: float, rng: RandomSource) -> float | np.ndarray:
     """value + γ·L per coordinate, L ~ discrete Laplace with P(L = z) ∝ exp(−|z|/t), t = scale/γ grid units.
 
-    ε-DP for L1 sensitivity Δ when scale comes from :func:`calibrate_laplace_scale` (CKS 2020, Sec. 5).
+    ε-DP for L1 sensitivity Δ when scale comes from :func:`calibrate_laplace_scale` (CKS 2020, Sec. 5). The noise
+    is drawn by the vectorised exact sampler (:mod:`dpaudit.mechanisms.discrete_bulk`), whose scale is t or
+    at most 2⁻⁵¹·t above it (:func:`~dpaudit.mechanisms.discrete_bulk.bulk_scale`): never less noise.
 
     Args:
         value: the true value, a real number or a numeric array (any shape).
@@ -94,12 +96,13 @@ def release_laplace(value: float | np.ndarray, scale: float, grid: float, rng: R
         (up to the final float rounding of k·γ).
 
     Raises:
-        InvalidParameter: a NaN or infinite coordinate, a non-numeric value, or a scale/grid that is not > 0.
+        InvalidParameter: a NaN or infinite coordinate, a non-numeric value, a scale/grid that is not > 0, or a
+            scale of 2⁵¹ grid units or more.
     """
     check_positive("scale", scale)
     check_positive("grid", grid)
     units = scale_in_grid_units(scale, grid)
-    return add_grid_noise(value, grid, lambda: sample_discrete_laplace(units, rng))
+    return add_grid_noise(value, grid, lambda count: sample_discrete_laplace_array(units, count, rng))
 
 
 def release(event: LaplaceEvent, value: float | np.ndarray, rng: RandomSource) -> float | np.ndarray:

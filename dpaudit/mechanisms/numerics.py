@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
-from dpaudit.errors import AccountingError
+from dpaudit.errors import AccountingError, InvalidParameter
 
 #: unit roundoff of IEEE-754 binary64
 U = 2.0**-53
@@ -85,8 +85,11 @@ def nudged_up(value: float, fits: Callable[[float], bool], what: str) -> float:
     """The first of value, nextafter(value), ... that ``fits`` (float rounding only ever needs a few steps).
 
     Raises:
+        InvalidParameter: ``value`` is not finite (e.g. a noise scale that overflows: ε too small for Δ).
         AccountingError: no value within 64 ulp fits.
     """
+    if not math.isfinite(value):
+        raise InvalidParameter(f"{what} is not a finite number ({value!r}): epsilon too small for the sensitivity")
     for _ in range(64):
         if fits(value):
             return value

@@ -36,6 +36,7 @@ from dpaudit.mechanisms.discrete import _bernoulli, sample_bernoulli_exp
 from dpaudit.mechanisms.outputs import Coverage, SelectedOutput
 from dpaudit.mechanisms.randomness import RandomSource
 from dpaudit.mechanisms.registry import register_mechanism
+from dpaudit.validation import check_finite
 
 REPETITION_PARAMETERS = frozenset({"gamma", "eta", "mu"})
 """The parameters of the repetition laws (``{"gamma": γ}``, ``{"eta": η, "gamma": γ}``, ``{"mu": μ}``)."""
@@ -49,11 +50,13 @@ def repeat_and_select_event(base_event: PrivacyEvent, distribution: str, params:
         InvalidParameter: unknown or bad law parameters, or a truncated negative binomial law whose η is not a whole
             number ≥ 1 (no exact sampler here).
     """
+    if not isinstance(params, Mapping):
+        raise InvalidParameter(f"repetition parameters must be a mapping, got {type(params).__name__}")
     unknown = set(params) - REPETITION_PARAMETERS
     if unknown:
         raise InvalidParameter(f"unknown repetition parameters {sorted(unknown)}")
     event = RepeatAndSelectEvent(event=base_event, distribution=distribution, label=label,
-                                 **{k: float(v) for k, v in params.items()})
+                                 **{k: check_finite(k, v) for k, v in params.items()})
     if distribution == "truncated_negative_binomial" and not (event.eta >= 1 and float(event.eta).is_integer()):
         raise InvalidParameter(f"K ~ TNB(eta={event.eta}) has no exact sampler here: use a whole eta >= 1")
     return event

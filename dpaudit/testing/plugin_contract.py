@@ -18,6 +18,8 @@ with the too-small :attr:`tiny_epsilon`. The checks (DESIGN.md, "Plugin"):
 * the smoke run returns plain-JSON results holding no confidential key (:mod:`dpaudit.public_values`);
 * it charges something, and only the event kinds the plugin declares;
 * the certificate's claim stays within the budget, and the certificate lists the plugin and its version;
+* the plugin's statement about its protected set's size (``Plugin.dataset_size_public``) agrees with the
+  certificate: the assumption ``dataset-size-public`` is listed exactly when the plugin states the size public;
 * ``dpaudit verify`` finds the evidence bundle valid (:func:`~dpaudit.verify.verify_bundle`);
 * every charge and release record names the plugin: the plugin acts through its view of the session,
   ``session.for_plugin(name, version)``, not through the bare session (whose records name ``"session"``);
@@ -43,7 +45,7 @@ from dpaudit.events import EVENT_KINDS, PrivacyEvent
 from dpaudit.ledger import Record, read_records
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.public_values import find_confidential
-from dpaudit.registry import Plugin, get_plugin
+from dpaudit.registry import DATASET_SIZE_PUBLIC, Plugin, get_plugin
 from dpaudit.session import Session
 from dpaudit.trust import KeyTrust
 from dpaudit.verify import VerificationReport, verify_bundle
@@ -196,6 +198,17 @@ class PluginContract:
         plugin = self._plugin()
         listed = smoke.certificate.get("plugins", {})
         assert listed.get(plugin.name) == plugin.version, f"certificate lists {listed}, not {plugin.name}"
+
+    def test_dataset_size_statement_matches_the_certificate(self, smoke: SmokeRun) -> None:
+        plugin = self._plugin()
+        listed = DATASET_SIZE_PUBLIC in {a["id"] for a in smoke.certificate["assumptions"]}
+        if plugin.dataset_size_public:
+            assert listed, (f"the plugin states its protected set's size public (dataset_size_public=True) but the "
+                            f"certificate does not list the assumption {DATASET_SIZE_PUBLIC!r}: its charges must "
+                            "carry it")
+        else:
+            assert not listed, (f"the certificate lists {DATASET_SIZE_PUBLIC!r} but the plugin states the size "
+                                "private (dataset_size_public=False): state it public, or stop using the size")
 
     def test_every_charge_and_release_names_the_plugin(self, smoke: SmokeRun) -> None:
         name = self._plugin().name

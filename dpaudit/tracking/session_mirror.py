@@ -27,40 +27,33 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dpaudit.errors import DPAuditError
 from dpaudit.ledger import Ledger, Record
+from dpaudit.records import CHARGE, CLOSE
+from dpaudit.sidecar import OUTPUTS_DIR, sidecar_files
 
 if TYPE_CHECKING:  # mlflow is imported only when a session mirrors
-    from dpaudit.tracking.confidential import ConfidentialLog
     from dpaudit.tracking.mirror import MlflowMirror
 
 
 class SessionMirror:
     """One session's mirror: its MLflow run, the trial run records currently go to, and the queue of unsent records.
 
-    Build it with :func:`open_session_mirror`. With no MLflow mirror (``mirror`` None) every method is a no-op
-    except :meth:`log_confidential`, which refuses.
+    Build it with :func:`open_session_mirror`. With no MLflow mirror (``mirror`` None) every method is a no-op.
+    Confidential values never pass through here: they have their own file (:mod:`dpaudit.tracking.confidential`).
 
     Args:
         mirror: the MLflow mirror, or None when the session does not mirror.
         run_id: the session's run id (its MLflow run when mirrored).
-        confidential: the confidential log, when the session enabled it.
     """
 
-    def __init__(self, mirror: MlflowMirror | None, run_id: str, confidential: ConfidentialLog | None = None) -> None:
+    def __init__(self, mirror: MlflowMirror | None, run_id: str) -> None:
         self.mirror = mirror
         self.run_id = run_id
-        self.confidential = confidential
         self.error: Exception | None = None
         self.mirrored_to: dict[int, str] = {}  # ledger seq -> the MLflow run (session or trial) it belongs to
         self._trial_run: str | None = None
         self._pending: deque[Callable[[], None]] = deque()
         self._order = threading.Lock()  # one drainer at a time: sends leave in queue order
-
-    @property
-    def confidential_experiment(self) -> str | None:
-        """The confidential experiment's name, when the session logs confidential values."""
-        return self.confidential.experiment_name if self.confidential is not None else None
 
     def _current_run(self) -> str:
         return self._trial_run or self.run_id
@@ -107,17 +100,6 @@ class SessionMirror:
             finally:
                 self._order.release()
 
-    def log_confidential(self, run_name: str, values: Mapping[str, float], step: int) -> None:
-        """Log raw, NON-private values into the confidential experiment.
-
-        Raises:
-            DPAuditError: the session did not enable confidential logging.
-        """
-        if self.confidential is None:
-            raise DPAuditError("confidential logging is off: open the Session with confidential=True (values "
-                               "logged there are not differentially private and are outside the release)")
-        self.confidential.log(run_name, dict(values), step)
-
     @contextlib.contextmanager
     def trial(self, name: str) -> Iterator[None]:
         """Mirror the records made inside the block to a nested MLflow run (one tuning trial)."""
@@ -146,13 +128,11 @@ class SessionMirror:
             if self.error is not None:
                 self._resync(ledger.records())
             self.mirror.flush()
-            self.mirror.log_artifacts(self.run_id, sorted(p for p in run_dir.iterdir() if p.is_file()))
-            self.mirror.end_run(self.run_id, status)
-            if self.confidential is not None:
-                self.confidential.close()
+            attach_run_files(self.mirror, self.run_id, run_dir)
+            self.mirror.end_run(self.run_id, mlflow_status(status))
         except Exception as exc:
             print(f"dpaudit: warning: MLflow mirror incomplete ({exc}); the ledger and certificate in {run_dir} are "
-                  "complete; re-sync later", file=sys.stderr)
+                  f"complete; once MLflow is back run `dpaudit mirror sync {self.run_id}`", file=sys.stderr)
 
     def _resync(self, records: Sequence[Record]) -> None:
         """After a mirror failure: catch every run (session and trials) up with its own ledger records."""
@@ -160,13 +140,84 @@ class SessionMirror:
         by_run: dict[str, list[Record]] = {}
         for record in records:
             by_run.setdefault(self.mirrored_to.get(record.seq, self.run_id), []).append(record)
+        spent = dict(zip((r.seq for r in records), spent_after(records), strict=True))
         for run, run_records in by_run.items():
-            self.mirror.resync(run, [asdict(r) for r in run_records],
-                               [r.body.get("epsilon_spent") for r in run_records])
+            self.mirror.resync(run, [asdict(r) for r in run_records], [spent[r.seq] for r in run_records])
+
+
+def run_files(run_dir: Path) -> list[Path]:
+    """The files of a run folder attached to its MLflow run (ledger, certificate, reports, public key)."""
+    return sorted(p for p in Path(run_dir).iterdir() if p.is_file())
+
+
+def attach_run_files(mirror: MlflowMirror, run_id: str, run_dir: Path) -> None:
+    """Attach :func:`run_files` and the sidecar arrays (``outputs/<sha256>.npy``, :mod:`dpaudit.sidecar`) to the run.
+
+    Raises:
+        MirrorError: the artifact store could not be written.
+    """
+    mirror.log_artifacts(run_id, run_files(run_dir))
+    outputs = sidecar_files(run_dir)
+    if outputs:
+        mirror.log_artifacts(run_id, [Path(run_dir) / name for name in outputs], OUTPUTS_DIR)
+
+
+def spent_after(records: Sequence[Record]) -> list[float]:
+    """ε spent after each record, as the session plotted it: 0 until the first charge, then the last charge's
+    ``epsilon_spent`` (the burn-down metric of open, charge and close records)."""
+    spent, out = 0.0, []
+    for record in records:
+        if record.type == CHARGE:
+            spent = float(record.body["epsilon_spent"])
+        out.append(spent)
+    return out
+
+
+def mlflow_status(close_status: str) -> str:
+    """The MLflow end status of a run closed with ``close_status`` (an aborted run ends KILLED)."""
+    from dpaudit.tracking.mirror import END_STATUSES
+
+    if close_status in END_STATUSES:
+        return close_status
+    return "KILLED" if close_status == "ABORTED" else "FAILED"
+
+
+def sync_mirror(run_dir: Path, records: Sequence[Record], tracking_uri: str | None) -> int:
+    """Bring a run's MLflow mirror up to date with its ledger, after an outage (``dpaudit mirror sync RUN``).
+
+    Idempotent (the run's high-water mark tag, :meth:`~dpaudit.tracking.mirror.MlflowMirror.resync`): every ledger
+    record above the session run's mark is sent to the session run, the run folder's files are attached, and a
+    closed run is ended with its close status. Which records a dead process sent to nested trial runs is not in the
+    ledger, so records missing from MLflow are caught up in the session run itself (the ledger artifact holds all).
+
+    Args:
+        run_dir: the run folder.
+        records: its ledger's records (the ``open`` record names the run id).
+        tracking_uri: the MLflow store (default as for a session).
+
+    Returns:
+        How many records were newly mirrored.
+
+    Raises:
+        VerificationError: the MLflow store has no such run.
+        MirrorError: MLflow could not be read or written.
+    """
+    from dpaudit.certificate import open_body
+    from dpaudit.tracking.mirror import MlflowMirror
+    from dpaudit.tracking.store import resolve_tracking_uri
+
+    run_id = open_body(records).run_id or Path(run_dir).name
+    mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), experiment="dpaudit")
+    mirror.find_run(run_id)
+    sent = mirror.resync(run_id, [asdict(r) for r in records], spent_after(records))
+    attach_run_files(mirror, run_id, run_dir)
+    if records[-1].type == CLOSE:
+        mirror.end_run(run_id, mlflow_status(str(records[-1].body.get("status"))))
+    return sent
 
 
 def open_session_mirror(enabled: bool, tracking_uri: str | None, name: str, params: dict[str, str],
-                        tags: dict[str, str], key_fingerprint: str, confidential: bool) -> SessionMirror:
+                        tags: dict[str, str], key_fingerprint: str) -> SessionMirror:
     """The session's mirror: when ``enabled``, an MLflow run started with ``params`` and ``tags`` (and tagged with the
     fingerprint of the key that will sign its certificate); otherwise no mirror and a random run id.
 
@@ -175,11 +226,10 @@ def open_session_mirror(enabled: bool, tracking_uri: str | None, name: str, para
     """
     if not enabled:
         return SessionMirror(None, uuid.uuid4().hex)
-    from dpaudit.tracking.confidential import ConfidentialLog
     from dpaudit.tracking.entities import KEY_FINGERPRINT_TAG
     from dpaudit.tracking.mirror import MlflowMirror
     from dpaudit.tracking.store import resolve_tracking_uri
 
     mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), experiment="dpaudit")
     run_id = mirror.start_run(name, params=params, tags={**tags, KEY_FINGERPRINT_TAG: key_fingerprint})
-    return SessionMirror(mirror, run_id, ConfidentialLog(mirror, "dpaudit") if confidential else None)
+    return SessionMirror(mirror, run_id)

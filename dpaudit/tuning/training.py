@@ -52,6 +52,7 @@ from dpaudit import canonical
 from dpaudit.accounting.dominance import covers
 from dpaudit.errors import AccountingError, InvalidParameter, PluginError
 from dpaudit.events import PoissonSubsampledGaussianEvent, PrivacyEvent, RepeatAndSelectEvent
+from dpaudit.registry import DATASET_SIZE_PUBLIC
 from dpaudit.sensitivity import Assumption, Neighbouring, from_formula
 from dpaudit.tuning.seeds import draw_seed
 from dpaudit.validation import check_count, check_positive
@@ -85,7 +86,7 @@ ASSUMPTIONS: tuple[Assumption, ...] = (
         source="Mironov, Talwar & Zhang 2019 (Rényi DP of the sampled Gaussian mechanism), Sec. 3",
     ),
     Assumption(
-        id="dataset-size-public",
+        id=DATASET_SIZE_PUBLIC,
         statement="The training-set size n is public: it sets q = B/n and the step count N, which are recorded. "
         "The guarantee covers add/remove neighbours D' of D run with these fixed (q, σ, N).",
         conditional=True,

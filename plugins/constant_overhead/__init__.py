@@ -36,6 +36,7 @@ PLUGIN = Plugin(
                   "granularity": 0.1, "train_rows": 2000, "test_rows": 1000},
     protected=TUNING_PROTECTED,
     public=TUNING_PUBLIC,
+    dataset_size_public=True,  # DP-SGD's sampling rate q = B/n uses n (assumption dataset-size-public)
 )
 
 __all__ = [

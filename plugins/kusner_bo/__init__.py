@@ -33,6 +33,7 @@ PLUGIN = Plugin(
                   "validation_rows": 200},
     protected=(VALIDATION_NAME,),
     public=(TRAINING_NAME,),
+    dataset_size_public=False,  # Algorithm 3 pads the validation set to the public size m0; n is never released
 )
 
 __all__ = ["PLUGIN", "Algorithm3Release", "ExactObservations", "GpModel", "GpRelease", "NoisyObservations",

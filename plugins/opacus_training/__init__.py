@@ -22,6 +22,7 @@ PLUGIN = Plugin(
                   "test_rows": 1000},
     protected=(TRAIN_NAME,),
     public=(TEST_NAME,),
+    dataset_size_public=True,  # DP-SGD's sampling rate q = B/n uses n (assumption dataset-size-public)
 )
 
 __all__ = ["PLUGIN", "TrainingConfig"]

@@ -27,6 +27,7 @@ PLUGIN = Plugin(
     },
     protected=TUNING_PROTECTED,
     public=TUNING_PUBLIC,
+    dataset_size_public=True,  # DP-SGD's sampling rate q = B/n uses n (assumption dataset-size-public)
 )
 
 __all__ = ["PLUGIN", "REPETITION_ASSUMPTIONS", "RandTuneConfig", "RandTuneOutcome", "dominating_event", "tune"]

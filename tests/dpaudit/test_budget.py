@@ -78,3 +78,43 @@ def test_adaptive_filter_refuses_a_release_without_a_renyi_bound():
 def test_adaptive_filter_validates_its_orders():
     with pytest.raises(InvalidParameter, match="integer orders"):
         AdaptiveBudgetFilter(1.0, 1e-5, orders=(1.5, 2.0))
+
+
+# --- refusal by the cheap lower bound ------------------------------------------------------------------------------
+
+
+class _Forbidden:
+    """Wraps an accountant; fails the test if the expensive bound is asked for."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.members = inner.members
+
+    def epsilon_with_source(self, event, delta):
+        raise AssertionError("the full accountant was consulted for a request the lower bound refuses")
+
+
+def test_an_over_budget_laplace_request_is_refused_without_the_full_accountant() -> None:
+    """Budget 1000, 30 earlier releases, a request for 5000: refused by the lower bound (was a PLD composition of
+    13-56 s under the budget lock)."""
+    budget = BudgetFilter(1000.0, 1e-5, _Forbidden(get_accountant("tightest")))
+    for _ in range(30):
+        event = laplace(10.0)
+        budget.commit(event, budget.admit(event))
+    with pytest.raises(BudgetExceeded, match="at least 5000"):
+        budget.admit(laplace(5000.0))
+    assert len(budget.events) == 30
+
+
+def test_refusal_stays_exact_at_the_boundary() -> None:
+    """A request the full accountant admits right at the budget is still admitted; one just above is refused."""
+    accountant = get_accountant("tightest")
+    first = laplace(3.0)
+    exact = accountant.epsilon(compose([first, laplace(3.0)]), 1e-5)
+    at_boundary = BudgetFilter(exact, 1e-5, accountant)
+    at_boundary.commit(first, at_boundary.admit(first))
+    assert at_boundary.admit(laplace(3.0)).epsilon <= exact
+    below = BudgetFilter(exact * (1 - 1e-6), 1e-5, accountant)
+    below.commit(first, below.admit(first))
+    with pytest.raises(BudgetExceeded):
+        below.admit(laplace(3.0))

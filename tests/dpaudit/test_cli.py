@@ -108,7 +108,7 @@ def test_run_plugin_with_smoke_config_certifies(tmp_path):
     assert invoke("--store", str(tmp_path / "runs"), "verify", out["run_dir"], "--allow-not-for-release").exit_code == 0
 
 
-@pytest.mark.parametrize(("content", "message"), [("{not json", "cannot read"), ("[1, 2]", "JSON object"),
+@pytest.mark.parametrize(("content", "message"), [("{not json", "not strict JSON"), ("[1, 2]", "JSON object"),
                                                   ('{"epochz": 1}', "unknown")])
 def test_run_plugin_malformed_config_exits_2(tmp_path, content, message):
     config = tmp_path / "config.json"

@@ -86,7 +86,7 @@ def test_trust_untrust_round_trip_private_file(store_path, other_key):
 
 
 @pytest.mark.parametrize("content, message", [
-    ("not json", "cannot read"),
+    ("not json", "not strict JSON"),
     ("[]", "JSON object"),
     ('{"format": "other", "keys": []}', "dpaudit-trust-store/1"),
     ('{"format": "dpaudit-trust-store/1", "keys": [{"fingerprint": "abc", "name": "x", "public_key": null}]}',

@@ -49,6 +49,13 @@ def _rewrite(bundle: Path, records: list[Record]) -> None:
     (bundle / "ledger.jsonl").write_text("".join(out))
 
 
+def _drop_reports(bundle: Path) -> None:
+    """A forger who changed the ledger or certificate drops the reports rendered from them (a bundle without
+    reports verifies; edited reports do not: test_an_edited_report_fails_naming_the_file)."""
+    for name in ("report.md", "report.json"):
+        (bundle / name).unlink(missing_ok=True)
+
+
 def _resign(bundle: Path, tmp_path: Path, edit=lambda c: None, key_path: Path | None = None) -> None:
     """Re-sign the certificate after ``edit``, pointing it at the current ledger.
 
@@ -64,6 +71,7 @@ def _resign(bundle: Path, tmp_path: Path, edit=lambda c: None, key_path: Path | 
     cert["signature"] = {"algorithm": "Ed25519", "value": sign(key, unsigned(cert))}
     (bundle / "certificate.json").write_text(json.dumps(cert))
     (bundle / "public_key.pem").write_text(public_key_pem(key))
+    _drop_reports(bundle)
 
 
 def test_clean_bundle_verifies(bundle):
@@ -338,7 +346,8 @@ def _forge_with_fresh_key(bundle: Path, tmp_path: Path) -> str:
     _rewrite(bundle, forged)
     plugins = json.loads((bundle / "certificate.json").read_text())["plugins"]
     records, _ = read_records(bundle / "ledger.jsonl")
-    write_certificate(bundle, build_certificate(records, key=key, plugins=plugins, confidential_experiment=None), key)
+    write_certificate(bundle, build_certificate(records, key=key, plugins=plugins, confidential_log=None), key)
+    _drop_reports(bundle)
     return fingerprint
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from dpaudit.errors import InvalidParameter
 from dpaudit.events import LaplaceEvent
-from dpaudit.mechanisms.discrete import sample_discrete_laplace
+from dpaudit.mechanisms.discrete_bulk import sample_discrete_laplace_array
 from dpaudit.mechanisms.grid import default_grid, grid_sensitivity
 from dpaudit.mechanisms.laplace import (
     calibrate_laplace_scale,
@@ -61,7 +61,7 @@ def test_laplace_event_is_calibrated_on_the_default_grid_and_covers_one_vector()
 
 def test_laplace_release_is_the_rounded_value_plus_grid_times_the_exact_sample() -> None:
     out = release_laplace(3.3, 2.0, 0.5, SeededRandom(5))
-    noise = sample_discrete_laplace(Fraction(4), SeededRandom(5))  # scale/grid = 4 grid units
+    noise = int(sample_discrete_laplace_array(Fraction(4), 1, SeededRandom(5))[0])  # scale/grid = 4 grid units
     assert out == float((7 + noise) * Fraction(0.5))  # round(3.3 / 0.5) = round(6.6) = 7
 
 

@@ -7,6 +7,7 @@ public constants, which is enough to exercise the session path the contract insp
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,15 +15,17 @@ import numpy as np
 import pytest
 
 from dpaudit.events import EVENT_KINDS
-from dpaudit.registry import Plugin
+from dpaudit.registry import DATASET_SIZE_PUBLIC, Plugin
+from dpaudit.sensitivity import Assumption
 from dpaudit.testing import PluginContract, SmokeRun, run_smoke
 
 BUDGET = (1.0, 1e-6)
 
 
-def _plugin(run: Callable, *, event_kinds: tuple[str, ...] = ("laplace",), name: str = "toy") -> Plugin:
+def _plugin(run: Callable, *, event_kinds: tuple[str, ...] = ("laplace",), name: str = "toy",
+            dataset_size_public: bool = False) -> Plugin:
     return Plugin(name=name, version="0.1", summary="a toy", citation="none", event_kinds=event_kinds, run=run,
-                  smoke_config={}, protected=("toy data",))
+                  smoke_config={}, protected=("toy data",), dataset_size_public=dataset_size_public)
 
 
 def _good(session, config) -> dict:
@@ -72,6 +75,16 @@ def _never_refused(session, config) -> dict:
     return {"value": float(view.laplace(3.0, 1.0, 1e-4))}
 
 
+def _uses_the_size(session, config) -> dict:
+    """A release whose event carries the assumption that the protected set's size is public."""
+    view = session.for_plugin("toy", "0.1")
+    event = dataclasses.replace(view.laplace_event(1.0, 0.5, label="a mean over a public n"), assumptions=(
+        Assumption(id=DATASET_SIZE_PUBLIC, statement="n is public: the mean divides by it"),))
+    charge = view.charge(event, mechanism="laplace")
+    view.record_release(charge, 3.0)
+    return {}
+
+
 def _nothing_charged(session, config) -> dict:
     session.for_plugin("toy", "0.1")
     return {}
@@ -113,6 +126,9 @@ def test_a_well_behaved_plugin_passes_every_check(tmp_path: Path) -> None:
     (_plugin(_releases_before_asking_the_budget), "test_tiny_budget_is_refused_before_any_release",
      "released before"),
     (_plugin(_never_refused), "test_tiny_budget_is_refused_before_any_release", "was not refused"),
+    (_plugin(_good, dataset_size_public=True), "test_dataset_size_statement_matches_the_certificate",
+     "does not list the assumption"),
+    (_plugin(_uses_the_size), "test_dataset_size_statement_matches_the_certificate", "states the size private"),
 ], ids=lambda v: getattr(getattr(v, "run", None), "__name__", "")[1:] or None)
 def test_the_contract_catches_a_broken_plugin(plugin: Plugin, failing: str, message: str | None,
                                               tmp_path: Path) -> None:

@@ -95,3 +95,25 @@ def test_gp_ucb_proposer_for_algorithm3(make_session):
         out = PLUGIN.run(s, {**PLUGIN.smoke_config, "proposer": "gp-ucb"})
     assert out["proposer"] == "gp-ucb" and math.isfinite(out["released_best_validation_score"])
     assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
+
+
+def test_the_private_validation_size_is_never_published(make_session):
+    """kusner-bo states its protected set's size private (``dataset_size_public=False``). Attack: a validation range
+    that runs past the end of Adult, so the realised size (161 records, ids 32400-32560) differs from every public
+    parameter (offset 32400, rows 300, m₀ 300); it must appear nowhere in the ledger's info records, the MLflow run
+    (params, tags, non-release metrics) or the results."""
+    from mlflow.tracking import MlflowClient
+
+    from dpaudit.ledger import read_records
+    from dpaudit.testing import mentions_number
+
+    config = {**PLUGIN.smoke_config, "train_rows": 32400, "validation_rows": 300}
+    with make_session(epsilon=2.0, protected=(VALIDATION_NAME,), public=(TRAINING_NAME,), mirror=True) as s:
+        realised = len(s.data(VALIDATION_NAME, offset=32400, rows=300))
+        out = PLUGIN.run(s, config)
+    assert realised == 161 and not PLUGIN.dataset_size_public
+    records, _ = read_records(s.ledger_path)
+    run = MlflowClient().get_run(s.run_id).data
+    published = [[r.body for r in records if r.type == "info"], run.params, run.tags, out,
+                 {k: v for k, v in run.metrics.items() if not k.startswith("release.")}]
+    assert not [p for p in published if mentions_number(p, realised)]
