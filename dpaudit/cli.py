@@ -489,6 +489,7 @@ def ui(obj: dict, port: int, host: str) -> None:
     """Open the MLflow UI on the run store (budget burn-down: metric dpaudit.epsilon_spent), on loopback only unless
     --host says otherwise. Confidential values are never in that store (they have their own 0600 file)."""
     from dpaudit.tracking import resolve_tracking_uri
+    from dpaudit.tracking.store import prepare_store
 
     if not host.strip() or any(c.isspace() for c in host):
         raise click.BadParameter(f"not a host name or address: {host!r}", param_hint="--host")
@@ -498,9 +499,12 @@ def ui(obj: dict, port: int, host: str) -> None:
                    "ledgers, certificates and reports of every run, to whoever reaches port "
                    f"{port}. Confidential values are not in it (they stay in each run's confidential/log.sqlite).",
                    err=True)
+    artifacts = prepare_store(uri)  # create a missing embedded store under its lock, never by `mlflow ui` unlocked
     mlflow = Path(sys.executable).with_name("mlflow")
     cmd = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", uri, "--host", host,
            "--port", str(port)]
+    if artifacts is not None:
+        cmd += ["--default-artifact-root", artifacts]
     click.echo(f"MLflow UI on http://{host}:{port} for {uri}")
     sys.exit(subprocess.call(cmd, env=os.environ.copy()))
 

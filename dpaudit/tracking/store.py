@@ -2,7 +2,8 @@
 
 The default store is embedded and local: a SQLite database ``mlruns/mlflow.db`` under the current directory, with
 artifacts under ``mlruns/artifacts``. Any other MLflow tracking URI (a server, another database) works as well.
-Precedence: an explicit URI, then the ``MLFLOW_TRACKING_URI`` environment variable, then the default.
+Precedence: an explicit URI, then the ``MLFLOW_TRACKING_URI`` environment variable, then the default. A local
+SQLite store is created once, under a lock, atomically (:mod:`dpaudit.tracking.embedded_store`).
 """
 
 from __future__ import annotations
@@ -56,14 +57,23 @@ def sqlite_database(tracking_uri: str) -> Path | None:
 
 
 def prepare_store(tracking_uri: str) -> str | None:
-    """Create the folder of a local SQLite store and return its artifact root URI (None for other stores).
+    """Make a local SQLite store ready for MLflow and return its artifact root URI (None for other stores).
 
-    The artifact root of a local SQLite store is the ``artifacts`` folder next to the database, so that the whole
-    store lives in one folder; other stores keep their own default artifact location.
+    Call it before MLflow opens the store: MLflow would create and migrate a missing database in place, unlocked
+    (:mod:`dpaudit.tracking.embedded_store` says why that breaks and what is done instead). The artifact root of a
+    local SQLite store is the ``artifacts`` folder next to the database, so that the whole store lives in one
+    folder; other stores keep their own default artifact location.
+
+    Raises:
+        MirrorError: the local store cannot be made ready (the message says what to run).
     """
     database = sqlite_database(tracking_uri)
     if database is None:
         return None
-    folder = database.resolve().parent
-    (folder / ARTIFACTS_DIR).mkdir(parents=True, exist_ok=True)
-    return (folder / ARTIFACTS_DIR).as_uri()
+    database = database.resolve()
+    artifacts = database.parent / ARTIFACTS_DIR
+    artifacts.mkdir(parents=True, exist_ok=True)
+    from dpaudit.tracking.embedded_store import ensure_embedded_store  # it imports mirror, which imports us
+
+    ensure_embedded_store(database, artifacts.as_uri())
+    return artifacts.as_uri()

@@ -51,3 +51,13 @@ def test_other_loopback_names_are_not_warned(launched, host):
 def test_bad_host_or_port_is_a_usage_error(launched, args):
     result = CliRunner().invoke(main, ["ui", *args])
     assert result.exit_code == 2 and not launched and "Traceback" not in result.output
+
+
+def test_ui_creates_a_missing_embedded_store_under_its_lock_before_mlflow_starts(launched, tmp_path):
+    """`mlflow ui` on a fresh folder would create and migrate the database in place, unlocked (issue 17.2)."""
+    uri = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
+    result = CliRunner().invoke(main, ["--tracking-uri", uri, "ui"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "mlruns" / "mlflow.db").is_file()  # made by prepare_store before the launch
+    (cmd,) = launched
+    assert cmd[cmd.index("--default-artifact-root") + 1].endswith("artifacts")
