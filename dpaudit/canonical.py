@@ -28,6 +28,10 @@ def encode(obj: Any) -> bytes:
     return dumps(obj).encode("utf-8")
 
 
+#: 64 lowercase hex digits: how every SHA-256 digest (record hashes, fingerprints, log roots) is written
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
 def sha256_hex(data: bytes) -> str:
     """Hex SHA-256 of ``data``."""
     return hashlib.sha256(data).hexdigest()

@@ -15,7 +15,6 @@ an Ed25519 signature over the canonical JSON of all the other fields.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from dpaudit.accounting import get_accountant
 from dpaudit.accounting.filters import FILTER_NAME, FILTER_VERSION, RenyiFilter, charge_rdp, first_refused
 from dpaudit.errors import AccountingError, InvalidParameter, VerificationError
 from dpaudit.events import LeafEvent, PrivacyEvent, compose
+from dpaudit.files import atomic_replace
 from dpaudit.ledger import Record
 from dpaudit.provenance import package_versions
 from dpaudit.records import CHARGE, OPEN, ChargeBody, OpenBody
@@ -223,14 +223,6 @@ def build_certificate(records: Sequence[Record], *, key, plugins: Mapping[str, s
 
 def write_certificate(run_dir: Path, certificate: Mapping[str, Any], key) -> None:
     """Write ``certificate.json`` and ``public_key.pem`` into the run folder (atomically, fsynced)."""
-    _atomic_write(run_dir / run_store.CERTIFICATE, json.dumps(certificate, indent=2, sort_keys=True) + "\n")
-    _atomic_write(run_dir / run_store.PUBLIC_KEY, public_key_pem(key))
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    atomic_replace(run_dir / run_store.CERTIFICATE,
+                   (json.dumps(certificate, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+    atomic_replace(run_dir / run_store.PUBLIC_KEY, public_key_pem(key).encode("ascii"))

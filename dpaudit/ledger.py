@@ -23,7 +23,6 @@ import json
 import logging
 import math
 import os
-import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -33,7 +32,7 @@ from typing import Any
 
 from dpaudit import canonical
 from dpaudit.errors import LedgerError
-from dpaudit.files import open_regular
+from dpaudit.files import fsync_dir, open_regular
 
 GENESIS_PREV = "0" * 64
 """The ``prev`` of the record with ``seq`` 0."""
@@ -52,7 +51,6 @@ MAX_LINE_BYTES = 256 * 2**20
 :func:`read_records` reports a longer line as malformed without holding it in memory."""
 
 _FIELDS = frozenset({"seq", "type", "time", "prev", "body", "hash"})
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +130,7 @@ class Record:
         if not isinstance(rtime, float) or not math.isfinite(rtime):
             raise LedgerError(f"time must be a finite float, got {rtime!r}")
         for name, value in (("prev", prev), ("hash", rhash)):
-            if not isinstance(value, str) or not _HEX64.fullmatch(value):
+            if not isinstance(value, str) or not canonical.SHA256_HEX.fullmatch(value):
                 raise LedgerError(f"{name} must be 64 lowercase hex digits, got {value!r}")
         if not isinstance(body, dict):
             raise LedgerError(f"body must be a JSON object, got {body.__class__.__name__}")
@@ -272,14 +270,6 @@ def verify_chain(records: Sequence[Record]) -> list[str]:
     return problems
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _read_fd(fd: int) -> bytes:
     chunks: list[bytes] = []
     offset = 0
@@ -327,7 +317,7 @@ class Ledger:
         except OSError as err:
             raise LedgerError(f"cannot create ledger {path}: {err}") from err
         try:
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
         except OSError as err:
             os.close(fd)
             raise LedgerError(f"cannot make the creation of {path} durable: {err}") from err
@@ -374,7 +364,7 @@ class Ledger:
                         torn.write(parsed.tail + b"\n")
                         torn.flush()
                         os.fsync(torn.fileno())
-                    _fsync_dir(path.parent)
+                    fsync_dir(path.parent)
                     size -= len(parsed.tail)
                     os.ftruncate(fd, size)
                     os.fsync(fd)

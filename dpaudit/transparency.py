@@ -24,7 +24,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -46,7 +45,6 @@ HEAD_FORMAT = "dpaudit-log-head/1"
 MAX_LOG_BYTES = 256 * 2**20
 """The largest log file read (about a million entries of ~250 bytes)."""
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def log_dir(root: Path) -> Path:
@@ -95,7 +93,7 @@ class LogEntry:
             raise LedgerError(f"log entry must be an object with exactly {sorted(names)}")
         entry = cls(**data)
         if not (run_store.is_run_id(entry.run_id)
-                and all(isinstance(h, str) and _HEX64.fullmatch(h)
+                and all(isinstance(h, str) and canonical.SHA256_HEX.fullmatch(h)
                         for h in (entry.certificate_sha256, entry.ledger_head, entry.key_fingerprint))
                 and type(entry.ledger_records) is int and entry.ledger_records > 0):
             raise LedgerError(f"malformed log entry {data}")
@@ -178,7 +176,7 @@ def parse_head_token(text: str) -> tuple[int, str]:
         InvalidParameter: not a non-negative size, a colon and 64 hex digits.
     """
     size, _, root = text.strip().partition(":")
-    if not size.isdigit() or not _HEX64.fullmatch(root.lower()):
+    if not size.isdigit() or not canonical.SHA256_HEX.fullmatch(root.lower()):
         raise InvalidParameter(f"log head must be SIZE:ROOT (a count and 64 hex digits), got {text!r}")
     return int(size), root.lower()
 

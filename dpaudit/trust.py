@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -41,7 +40,6 @@ BY_PINNED = "--trusted-key"
 BY_LOCAL_STORE = "local store key"
 BY_TRUST_STORE = "trust store"
 
-_FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 
 
 def default_trust_store_path() -> Path:
@@ -72,7 +70,7 @@ def parse_key(spec: str) -> tuple[str, str | None]:
         InvalidParameter: ``spec`` is neither a fingerprint nor a readable Ed25519 PEM public-key file.
     """
     text = spec.strip().lower()
-    if _FINGERPRINT.fullmatch(text):
+    if canonical.SHA256_HEX.fullmatch(text):
         return text, None
     path = Path(spec)
     if not path.is_file():
@@ -113,7 +111,7 @@ def read_trust_store(path: Path) -> dict[str, TrustedKey]:
         if not isinstance(entry, dict):
             raise TrustStoreError(f"trust store {path}: entry {i} is not an object")
         fingerprint, name, pem = entry.get("fingerprint"), entry.get("name"), entry.get("public_key")
-        if not isinstance(fingerprint, str) or not _FINGERPRINT.fullmatch(fingerprint):
+        if not isinstance(fingerprint, str) or not canonical.SHA256_HEX.fullmatch(fingerprint):
             raise TrustStoreError(f"trust store {path}: entry {i} has no 64-hex-digit lower-case fingerprint")
         if not isinstance(name, str) or not (pem is None or isinstance(pem, str)):
             raise TrustStoreError(f"trust store {path}: entry {i} needs a string name and a PEM string or null")

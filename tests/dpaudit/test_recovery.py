@@ -72,8 +72,8 @@ def _fail_on_call(number: int, real):
 # every step of close after the close record, as ("module:attribute" patched, failing call): the certificate file,
 # the public key beside it, the log line, the log head, each report
 STEPS = {
-    "certificate": ("dpaudit.certificate:_atomic_write", 1),
-    "public key": ("dpaudit.certificate:_atomic_write", 2),
+    "certificate": ("dpaudit.certificate:atomic_replace", 1),
+    "public key": ("dpaudit.certificate:atomic_replace", 2),
     "log line": ("dpaudit.transparency:fsync_dir", 1),
     "log head": ("dpaudit.transparency:atomic_replace", 1),
     "report.md": ("dpaudit.report.render:atomic_replace", 1),
@@ -221,7 +221,7 @@ def test_recover_refuses_a_key_other_than_the_runs(make_session, tmp_path, monke
     """Attack: sign a crashed run with another key. The open record names the fingerprint; nothing is written."""
     s = _open_run(make_session)
     with monkeypatch.context() as patched, pytest.raises(OSError):
-        patched.setattr("dpaudit.certificate._atomic_write", _disk_full)
+        patched.setattr("dpaudit.certificate.atomic_replace", _disk_full)
         s.close()
     other = tmp_path / "other.pem"
     load_or_create_key(other)
