@@ -1,55 +1,123 @@
-"""One epoch of DP-SGD on Adult: plain Opacus versus the audited ``train_private`` inside a Session.
+"""DP-SGD epochs: plain Opacus against the same epoch audited by dpaudit, as ratios measured in the same run.
 
-Both runs use the same data (all 32 561 training records), the same initial weights, the same hyperparameters
-(logistic regression, B = 256, C = 1, σ = 1, lr = 2) and seeded generators. Plain Opacus is timed from
-``PrivacyEngine.make_private`` to the end of the epoch; the audited run from ``train_private`` to its return
-(wrapping, budget admission, the fsynced charge record, the epoch, the model digest, the info and release
-records). Opening and closing the Session (ledger creation, certificate, signature, report) are timed separately.
-Each measurement is the median of ``REPEATS`` alternating runs.
+Two comparisons, each the median of ``--repeats`` alternating runs with the same data, initial weights,
+hyperparameters and seeded generators:
 
-Run: ``.venv/bin/python benchmarks/bench_opacus.py``
+1. ``make_private`` (issue 10): an MLP (``--features`` → 256 → 256 → 10, multi-class cross-entropy, SGD) on
+   synthetic data, n = ``--records``, B = 256, C = 1, σ = 1, one epoch, for Opacus's ``grad_sample_mode`` "hooks" and
+   "ghost". Plain: ``opacus.PrivacyEngine().make_private`` to the end of the epoch. Audited:
+   ``dpaudit.PrivacyEngine(session).make_private`` (plan, the fsynced charge record) to the end of the epoch
+   (including the release after the last step: model digest, info and release records). n is a multiple of B, so
+   both loaders draw n/B Poisson batches at q = B/n. The user's loop is the same function for both; it makes no
+   host synchronisation per step.
+2. The tuning kit's ``train_private`` on Adult (logistic regression, B = 256, σ = 1, lr = 2) against plain Opacus.
+
+Opening and closing the Session (ledger, certificate, signature, reports) are outside the ratios and printed
+separately. Goal: ratios ≤ 1.05. On a CUDA machine the MLP runs there (``--device``).
+
+Run: ``.venv/bin/python benchmarks/bench_opacus.py [--repeats R] [--records N] [--features D] [--device DEV]``
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from opacus import PrivacyEngine
+from opacus import PrivacyEngine as OpacusEngine
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from dpaudit import Session
+from dpaudit import PrivacyEngine, Session
 from dpaudit.data import load_adult
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.tuning import build_model, evaluate, train_private
 
-BATCH, CLIP, SIGMA, LR, REPEATS = 256, 1.0, 1.0, 2.0, 5
+BATCH, CLIP, SIGMA, LR = 256, 1.0, 1.0, 2.0
 
 
-def plain_opacus_epoch(initial: dict, X: torch.Tensor, y: torch.Tensor) -> tuple[float, nn.Module]:
+HIDDEN = 256
+
+
+def mlp(features: int) -> nn.Module:
+    return nn.Sequential(nn.Linear(features, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(),
+                         nn.Linear(HIDDEN, 10))
+
+
+def epoch(module: nn.Module, optimizer: torch.optim.Optimizer, loader: DataLoader, criterion: Callable,
+          device: torch.device) -> None:
+    """The user's loop: no ``loss.item()``, so no host synchronisation per step."""
+    for x, y in loader:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        optimizer.zero_grad(set_to_none=True)
+        criterion(module(x), y).backward()
+        optimizer.step()
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def plain_mlp(initial: dict, data: TensorDataset, mode: str, device: torch.device) -> float:
+    model = mlp(data.tensors[0].shape[1]).to(device)
+    model.load_state_dict(initial)
+    _sync(device)
+    start = time.perf_counter()
+    made = OpacusEngine(accountant="rdp").make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        data_loader=DataLoader(data, batch_size=BATCH), noise_multiplier=SIGMA, max_grad_norm=CLIP,
+        poisson_sampling=True, noise_generator=torch.Generator(device=device).manual_seed(0),
+        grad_sample_mode=mode, criterion=nn.CrossEntropyLoss())
+    criterion = made[2] if mode == "ghost" else nn.CrossEntropyLoss()
+    epoch(made[0], made[1], made[-1], criterion, device)
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def audited_mlp(initial: dict, data: TensorDataset, mode: str, device: torch.device,
+                store: Path) -> tuple[float, float]:
+    model = mlp(data.tensors[0].shape[1]).to(device)
+    model.load_state_dict(initial)
+    t0 = time.perf_counter()
+    session = Session(epsilon=10.0, delta=1e-5, name="bench-make-private", protected=("synthetic",),
+                      rng=SeededRandom(0), store=store, mirror=False)
+    _sync(device)
+    t1 = time.perf_counter()
+    engine = PrivacyEngine(session)
+    made = engine.make_private(
+        module=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        data_loader=DataLoader(data, batch_size=BATCH), noise_multiplier=SIGMA, max_grad_norm=CLIP, epochs=1,
+        grad_sample_mode=mode, **({"criterion": nn.CrossEntropyLoss()} if mode == "ghost" else {}))
+    criterion = made[2] if mode == "ghost" else nn.CrossEntropyLoss()
+    epoch(made[0], made[1], made[-1], criterion, device)
+    _sync(device)
+    t2 = time.perf_counter()
+    assert engine.released_sha256 is not None  # released after the last step, inside the timed span
+    session.close()
+    t3 = time.perf_counter()
+    return t2 - t1, (t1 - t0) + (t3 - t2)
+
+
+def plain_adult(initial: dict, X: torch.Tensor, y: torch.Tensor) -> tuple[float, nn.Module]:
     model = build_model("logreg", X.shape[1], 1)
     model.load_state_dict(initial)
     start = time.perf_counter()
-    engine = PrivacyEngine(accountant="rdp")
-    module, optimizer, loader = engine.make_private(
+    module, optimizer, loader = OpacusEngine(accountant="rdp").make_private(
         module=model, optimizer=torch.optim.SGD(model.parameters(), lr=LR),
         data_loader=DataLoader(TensorDataset(X, y), batch_size=BATCH), noise_multiplier=SIGMA,
-        max_grad_norm=CLIP, poisson_sampling=True, noise_generator=torch.Generator().manual_seed(0),
-    )
+        max_grad_norm=CLIP, poisson_sampling=True, noise_generator=torch.Generator().manual_seed(0))
     criterion = nn.BCEWithLogitsLoss()
-    for xb, yb in loader:
-        optimizer.zero_grad()
-        criterion(module(xb).reshape(-1), yb).backward()
-        optimizer.step()
+    epoch(module, optimizer, loader, lambda out, target: criterion(out.reshape(-1), target), torch.device("cpu"))
     return time.perf_counter() - start, module.to_standard_module()
 
 
-def audited_epoch(initial: dict, X: torch.Tensor, y: torch.Tensor, store: Path) -> tuple[float, float, nn.Module]:
+def audited_adult(initial: dict, X: torch.Tensor, y: torch.Tensor, store: Path) -> tuple[float, float, nn.Module]:
     model = build_model("logreg", X.shape[1], 1)
     model.load_state_dict(initial)
     t0 = time.perf_counter()
@@ -57,38 +125,69 @@ def audited_epoch(initial: dict, X: torch.Tensor, y: torch.Tensor, store: Path) 
                       rng=SeededRandom(0), store=store, mirror=False)
     t1 = time.perf_counter()
     result = train_private(session.for_plugin("bench-opacus", "0"), model, X, y, optimizer="sgd", lr=LR, epochs=1,
-                           batch_size=BATCH,
-                           max_grad_norm=CLIP, noise_multiplier=SIGMA, label="benchmark")
+                           batch_size=BATCH, max_grad_norm=CLIP, noise_multiplier=SIGMA, label="benchmark")
     t2 = time.perf_counter()
     session.close()
     t3 = time.perf_counter()
     return t2 - t1, (t1 - t0) + (t3 - t2), result.model
 
 
-def main() -> None:
-    warnings.filterwarnings("ignore")  # Opacus's secure-RNG and full-backward-hook notices
+def bench_mlp(args: argparse.Namespace, store: Path) -> None:
+    device = torch.device(args.device)
+    g = torch.Generator().manual_seed(0)
+    n = args.records - args.records % BATCH
+    data = TensorDataset(torch.randn(n, args.features, generator=g), torch.randint(0, 10, (n,), generator=g))
+    torch.manual_seed(0)
+    initial = mlp(args.features).state_dict()
+    print(f"one epoch of make_private on an MLP ({args.features}-{HIDDEN}-{HIDDEN}-10, n={n}, B={BATCH}, "
+          f"{n // BATCH} steps, sigma={SIGMA}, C={CLIP}) on {device}, median of {args.repeats}, "
+          f"torch threads={torch.get_num_threads()}", flush=True)
+    for mode in ("hooks", "ghost"):
+        plain, audited, overhead = [], [], []
+        plain_mlp(initial, data, mode, device)  # warm-up (allocator, kernels), not timed
+        for _ in range(args.repeats):
+            plain.append(plain_mlp(initial, data, mode, device))
+            t, o = audited_mlp(initial, data, mode, device, store)
+            audited.append(t)
+            overhead.append(o)
+        p, a, o = (statistics.median(v) for v in (plain, audited, overhead))
+        print(f"  {mode:5s}  plain Opacus {p:.3f} s   audited {a:.3f} s   ratio audited / plain {a / p:.3f}   "
+              f"(session open + close, not in ratio: {o:.3f} s)", flush=True)
+
+
+def bench_adult(args: argparse.Namespace, store: Path) -> None:
     data = load_adult()
     X, y = torch.from_numpy(data.X_train.copy()), torch.from_numpy(data.y_train.copy())
     torch.manual_seed(0)
     initial = build_model("logreg", X.shape[1], 1).state_dict()
-    plain, audited, session_overhead = [], [], []
-    with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(REPEATS):
-            t, plain_model = plain_opacus_epoch(initial, X, y)
-            plain.append(t)
-            t, overhead, audited_model = audited_epoch(initial, X, y, Path(tmp))
-            audited.append(t)
-            session_overhead.append(overhead)
+    plain, audited, overhead = [], [], []
+    for _ in range(args.repeats):
+        t, plain_model = plain_adult(initial, X, y)
+        plain.append(t)
+        t, o, audited_model = audited_adult(initial, X, y, store)
+        audited.append(t)
+        overhead.append(o)
     cpu = torch.device("cpu")
     acc_plain = evaluate(plain_model, data.X_test, data.y_test, cpu)["test_accuracy"]
     acc_audited = evaluate(audited_model, data.X_test, data.y_test, cpu)["test_accuracy"]
-    p, a, o = (statistics.median(v) for v in (plain, audited, session_overhead))
-    print(f"one epoch of DP-SGD on Adult (n={len(y)}, B={BATCH}, sigma={SIGMA}, C={CLIP}), median of {REPEATS}, "
-          f"torch threads={torch.get_num_threads()}")
-    print(f"  plain Opacus (make_private + epoch):   {p:.3f} s   test accuracy {acc_plain:.4f}")
-    print(f"  audited train_private in a Session:    {a:.3f} s   test accuracy {acc_audited:.4f}")
-    print(f"  ratio audited / plain:                 {a / p:.3f}")
-    print(f"  session open + close (not in ratio):   {o:.3f} s")
+    p, a, o = (statistics.median(v) for v in (plain, audited, overhead))
+    print(f"one epoch of train_private on Adult (n={len(y)}, B={BATCH}, sigma={SIGMA}, C={CLIP}), median of "
+          f"{args.repeats}")
+    print(f"  plain Opacus {p:.3f} s (test accuracy {acc_plain:.4f})   audited {a:.3f} s (test accuracy "
+          f"{acc_audited:.4f})   ratio audited / plain {a / p:.3f}   (session open + close, not in ratio: {o:.3f} s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--records", type=int, default=5120)
+    parser.add_argument("--features", type=int, default=128)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")  # Opacus's secure-RNG and full-backward-hook notices
+    with tempfile.TemporaryDirectory() as tmp:
+        bench_mlp(args, Path(tmp))
+        bench_adult(args, Path(tmp))
 
 
 if __name__ == "__main__":

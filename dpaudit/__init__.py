@@ -6,8 +6,8 @@ Public API::
     with Session(epsilon=1.0, delta=1e-6, name="my-study") as s:
         m = s.laplace(value, sensitivity=1.0, epsilon=0.1)
 
-``Session`` and ``Charge`` are imported on first use (PEP 562), so that light commands and subprocesses that need
-only the ledger or the errors do not pay for importing torch, Opacus and dp_accounting.
+``Session``, ``Charge`` and ``PrivacyEngine`` are imported on first use (PEP 562), so that light commands and
+subprocesses that need only the ledger or the errors do not pay for importing torch, Opacus and dp_accounting.
 """
 
 from typing import Any
@@ -25,7 +25,8 @@ from dpaudit.errors import (
 )
 from dpaudit.sensitivity import Neighbouring, Sensitivity, declared, from_formula
 
-_LAZY = {"Session": "dpaudit.session", "Charge": "dpaudit.session"}
+_LAZY = {"Session": "dpaudit.session", "Charge": "dpaudit.session", "PrivacyEngine": "dpaudit.privacy_engine",
+         "tune": "dpaudit.tuner", "SearchSpace": "dpaudit.tuning.space", "Parameter": "dpaudit.tuning.space"}
 
 __all__ = [
     "AccountingError",
@@ -35,7 +36,10 @@ __all__ = [
     "InvalidParameter",
     "LedgerError",
     "Neighbouring",
+    "Parameter",
     "PluginError",
+    "PrivacyEngine",
+    "SearchSpace",
     "Sensitivity",
     "Session",
     "UncoveredRelease",
@@ -43,6 +47,7 @@ __all__ = [
     "VerificationError",
     "declared",
     "from_formula",
+    "tune",
 ]
 
 

@@ -2,14 +2,24 @@
 
 The budget (ε_B, δ_B) is fixed when the session opens. :meth:`BudgetFilter.admit` composes the events already
 charged with the candidate event and compares the resulting ε at δ_B with ε_B. It is pure with respect to the
-filter's state: admission and commitment are separate steps, and the session performs both under one lock,
-together with the write-ahead ledger append, so two workers racing for the last of the budget cannot both be
-admitted.
+filter's state: admission and commitment are separate steps.
+
+Admission outside the lock. The session takes a :class:`Snapshot` of the charged events (and the filter's version,
+bumped by every commit) under its lock and makes the cheap decisions there (:meth:`BudgetFilter.admit_fast`). When
+only the session's accountant can decide (e.g. a PLD composition), it releases the lock, computes
+:meth:`BudgetFilter.admit_slow` on the snapshot, and takes the lock again: if the version is unchanged it appends the
+charge record and commits, in that one locked step; otherwise another charge got in meanwhile and it decides again on
+a fresh snapshot. So a long composition never blocks other threads' charges or a close, and two workers racing for
+the last of the budget cannot both be admitted: each commit is decided on exactly the events charged before it.
 
 Speed. When the session's accountant is the tightest one (a minimum over members that include RDP), a cheap
 member (RDP) is tried first; only when it would refuse is the session's accountant consulted. The certified ε is
 that minimum, never looser than the RDP bound, so admitting on either keeps it within budget. Any other session
-accountant (e.g. basic composition, which can be looser than RDP) is consulted directly. Before the session's
+accountant (e.g. basic composition, which can be looser than RDP) is consulted directly. The RDP bound comes from a
+running curve (:class:`~dpaudit.accounting.rdp.RunningRdp`: the committed charges' RDP curves summed in charge order,
+Mironov 2017 Prop. 1) plus the candidate's, so its cost does not grow with the number of earlier charges; the ε
+admitted is that of an upper bound on the curve the certificate computes from scratch (which may sum in another
+order), so the certified ε never exceeds an ε admitted on it. Before the session's
 accountant, a lower bound that every sound accountant respects (:mod:`dpaudit.accounting.lower_bound`) refuses a
 request that is over budget whatever the accountant, in microseconds, so the lock is not held through a PLD
 composition only to refuse.
@@ -22,17 +32,21 @@ outputs, through the Rényi filter of :mod:`dpaudit.accounting.filters`; its cer
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpaudit.accounting import Accountant, get_accountant
+from dpaudit.accounting import Accountant, RdpAccountant
 from dpaudit.accounting.base import DeltaUnreachable
+from dpaudit.accounting.charges import event_counts
 from dpaudit.accounting.filters import DEFAULT_FILTER_ORDERS, FILTER_NAME, RenyiFilter, charge_rdp, filter_epsilon
 from dpaudit.accounting.lower_bound import epsilon_lower_bound
-from dpaudit.errors import BudgetExceeded
-from dpaudit.events import PrivacyEvent, compose
+from dpaudit.accounting.rdp import RunningRdp
+from dpaudit.errors import BudgetExceeded, DPAuditError
+from dpaudit.events import PrivacyEvent, compose, neighbouring_of
+from dpaudit.sensitivity import Neighbouring
 from dpaudit.validation import check_delta, check_epsilon
 
 
@@ -50,8 +64,28 @@ class Admission:
     source: str
 
 
-class _FilterState:
-    """What both filters keep: the budget, the charged events, the last admission's bound and the lock."""
+@dataclass(frozen=True)
+class Snapshot:
+    """The charged events at one moment, and the filter's version then (bumped by every commit).
+
+    Taking one copies nothing: the filter's list of charged events only ever grows, so its first ``version`` entries
+    are the events charged then, read on demand (:attr:`events`).
+
+    Attributes:
+        version: how many events had been committed.
+    """
+
+    version: int
+    charged: list[PrivacyEvent] = field(repr=False, compare=False)
+
+    @property
+    def events(self) -> tuple[PrivacyEvent, ...]:
+        """The events committed then, in charge order."""
+        return tuple(self.charged[: self.version])
+
+
+class _FilterState(ABC):
+    """What both filters keep: the budget, the charged events, the last admission's bound, a version and the lock."""
 
     def __init__(self, epsilon: float, delta: float) -> None:
         self.epsilon = check_epsilon(epsilon, "budget epsilon")
@@ -74,10 +108,28 @@ class _FilterState:
         """The bound recorded at the last admission (0 before any)."""
         return self._spent
 
+    def snapshot(self) -> Snapshot:
+        """The charged events now (take it under :attr:`lock`)."""
+        return Snapshot(len(self._events), self._events)
+
+    def is_current(self, snapshot: Snapshot) -> bool:
+        """Whether nothing was committed since ``snapshot`` (ask under :attr:`lock`, then commit in the same step)."""
+        return snapshot.version == len(self._events)
+
     def commit(self, event: PrivacyEvent, admission: Admission) -> None:
-        """Record an admitted event as charged."""
+        """Record an admitted event as charged (under :attr:`lock`)."""
         self._events.append(event)
         self._spent = admission.epsilon
+
+    @abstractmethod
+    def admit(self, event: PrivacyEvent) -> Admission:
+        """Decide whether ``event`` fits the current state; does not change the filter."""
+
+    def admit_fast(self, event: PrivacyEvent, snapshot: Snapshot) -> Admission | None:
+        """The decisions cheap enough to take under the session lock, on a current ``snapshot``; None when only
+        :meth:`BudgetFilter.admit_slow` can decide. A filter whose whole decision is cheap (the Rényi filter)
+        decides here."""
+        return self.admit(event)
 
 
 class BudgetFilter(_FilterState):
@@ -90,38 +142,97 @@ class BudgetFilter(_FilterState):
         epsilon: ε_B, the session budget.
         delta: δ_B, the session budget (the δ at which composed ε is evaluated).
         accountant: the session's accountant (its bound is the one certified).
-        fast_accountant: a cheaper sound accountant tried first (``"rdp"`` by default), only when ``accountant``
-            is a minimum over members that include it.
     """
 
-    def __init__(self, epsilon: float, delta: float, accountant: Accountant, fast_accountant: str = "rdp") -> None:
+    def __init__(self, epsilon: float, delta: float, accountant: Accountant) -> None:
         super().__init__(epsilon, delta)
         self.accountant = accountant
-        fast = get_accountant(fast_accountant)
-        # Admitting on the fast bound is sound only if the certified bound can never exceed it: the session's
-        # accountant must take the minimum over members that include the fast one (the tightest accountant).
-        # A basic-composition session admitted on RDP would otherwise certify ε above its budget.
+        # Admitting on the RDP bound is sound only if the certified bound can never exceed it: the session's
+        # accountant must take the minimum over members that include RDP (the tightest accountant). A
+        # basic-composition session admitted on RDP would otherwise certify ε above its budget.
         members = getattr(accountant, "members", ())
-        self._fast = fast if any(type(m) is type(fast) for m in members) else None
+        fast = any(type(m) is RdpAccountant for m in members)
+        # the committed charges' running RDP curve and their relation; None once a charge has no RDP curve
+        self._rdp: RunningRdp | None = RunningRdp() if fast else None
+        self._relation: Neighbouring | None = None
+        # the last candidate and its _with_rdp, reused by its commit (reset by every commit)
+        self._last: tuple[PrivacyEvent, tuple[RunningRdp, Neighbouring] | None] | None = None
+        # the lower bound of the charged events, kept up to date by commit: a lower bound of a composition is the
+        # largest of its parts' (lower_bound.py), so a candidate needs only the new event's
+        self._lower = 0.0
+
+    def commit(self, event: PrivacyEvent, admission: Admission) -> None:
+        """Record an admitted event as charged (under :attr:`lock`) and fold it into the running lower bound and the
+        running RDP curve."""
+        self._lower = max(self._lower, epsilon_lower_bound(event, self.delta))
+        self._rdp, self._relation = self._with_rdp(event) or (None, None)
+        self._last = None
+        super().commit(event, admission)
+
+    def _with_rdp(self, event: PrivacyEvent) -> tuple[RunningRdp, Neighbouring] | None:
+        """The running RDP curve with ``event`` added, and the relation of the charges; None when there is none (not
+        the tightest accountant, a charge without an RDP curve, ``event`` is one, or its relation is another)."""
+        if self._rdp is None:
+            return None
+        if self._last is not None and self._last[0] is event:
+            return self._last[1]
+        try:
+            relation = neighbouring_of(event)
+            if self._relation not in (None, relation):
+                return None
+            result = self._rdp.plus(event_counts(event)), relation
+        except DPAuditError:  # no RDP curve (or a faulty event, which the session's accountant then reports)
+            return None
+        self._last = (event, result)
+        return result
+
+    def _lower_bound(self, event: PrivacyEvent, snapshot: Snapshot) -> float:
+        """The lower bound of ``snapshot`` plus ``event``: from the running value when the snapshot is current."""
+        if self.is_current(snapshot):
+            return max(self._lower, epsilon_lower_bound(event, self.delta))
+        return epsilon_lower_bound(compose([*snapshot.events, event]), self.delta)
 
     def admit(self, event: PrivacyEvent) -> Admission:
-        """Decide whether ``event`` fits; does not change the filter.
+        """Decide whether ``event`` fits the current state; does not change the filter.
 
         Raises:
             BudgetExceeded: the composed ε would exceed ε_B, or no accountant can bound it at δ_B (e.g. the leaves'
                 own δ already exceed it).
             UnsupportedEvent, AccountingError: the accountant cannot bound the composition.
         """
-        candidate = compose([*self._events, event])
-        if self._fast is not None and self._fast.supports(candidate):
-            eps = self._fast.epsilon(candidate, self.delta)
+        snapshot = self.snapshot()
+        admission = self.admit_fast(event, snapshot)
+        return admission if admission is not None else self.admit_slow(event, snapshot)
+
+    def admit_fast(self, event: PrivacyEvent, snapshot: Snapshot) -> Admission | None:
+        """The cheap decisions (microseconds, taken under the session lock): the running RDP bound admits (current
+        ``snapshot`` only), or the lower bound refuses; None when only the session's accountant can decide
+        (:meth:`admit_slow`).
+
+        Raises:
+            BudgetExceeded: the lower bound already exceeds ε_B.
+        """
+        running = self._with_rdp(event) if self.is_current(snapshot) else None
+        if running is not None:
+            eps = running[0].epsilon(self.delta)
             if eps <= self.epsilon:
-                return Admission(eps, self._fast.name)
-        lower = epsilon_lower_bound(candidate, self.delta)
+                return Admission(eps, RdpAccountant.name)
+        lower = self._lower_bound(event, snapshot)
         if lower > self.epsilon:  # every sound accountant would report at least this: refuse without computing
             raise BudgetExceeded(
                 f"release refused: composed epsilon would be at least {lower:.6g} > budget {self.epsilon:g} "
                 f"(delta {self.delta:g}, lower bound); nothing was charged or released")
+        return None
+
+    def admit_slow(self, event: PrivacyEvent, snapshot: Snapshot) -> Admission:
+        """The session's accountant on ``snapshot`` plus ``event``: a pure function of the two, so it runs without the
+        lock; the caller commits only if the snapshot is still current (:meth:`is_current`).
+
+        Raises:
+            BudgetExceeded: the composed ε exceeds ε_B, or no accountant can bound it at δ_B.
+            UnsupportedEvent, AccountingError: the accountant cannot bound the composition.
+        """
+        candidate = compose([*snapshot.events, event])
         try:
             eps, source = self.accountant.epsilon_with_source(candidate, self.delta)
         except DeltaUnreachable as exc:

@@ -17,10 +17,13 @@ from typing import Any
 
 from dpaudit.files import read_regular
 
+#: one encoder for every call: ``json.dumps`` with these options builds a new one each time (what it then does)
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
 
 def dumps(obj: Any) -> str:
     """Serialise ``obj`` as canonical JSON text."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODER.encode(obj)
 
 
 def encode(obj: Any) -> bytes:

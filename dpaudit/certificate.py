@@ -6,8 +6,10 @@ still counted: conservative), evaluated at the session's δ by the session's acc
 is the budget its Rényi filter admitted every charge under (:func:`filter_claim`).
 
 Fields: format, run (name, id, store id, open and close times), claim (ε, δ, accountant, the accountant that
-attained the bound, versions), budget, neighbouring relation, protected and public data sets, randomness and
-``for_release``, assumptions (each with ``conditional`` and the charges that rely on it), plugins with versions,
+attained the bound, versions), components (each (plugin, mechanism)'s own ε at the run's δ, an upper bound
+rounded up: :mod:`dpaudit.components`), budget, neighbouring relation, protected and public data sets, randomness and
+``for_release`` (secure randomness and a run that closed FINISHED; :func:`release_problems`), assumptions (each
+with ``conditional`` and the charges that rely on it), plugins with versions,
 dpaudit and code versions, ledger head hash and record count, confidential log (named as outside the release), and
 an Ed25519 signature over the canonical JSON of all the other fields.
 """
@@ -24,12 +26,25 @@ from dpaudit import canonical
 from dpaudit import store as run_store
 from dpaudit.accounting import get_accountant
 from dpaudit.accounting.filters import FILTER_NAME, FILTER_VERSION, RenyiFilter, charge_rdp, first_refused
+from dpaudit.components import certified_components
+from dpaudit.display import show, show_delta
 from dpaudit.errors import AccountingError, InvalidParameter, VerificationError
 from dpaudit.events import LeafEvent, PrivacyEvent, compose
 from dpaudit.files import atomic_replace
 from dpaudit.ledger import Record
 from dpaudit.provenance import package_versions
-from dpaudit.records import CHARGE, OPEN, ChargeBody, OpenBody
+from dpaudit.records import (
+    ABORTED,
+    CHARGE,
+    CLOSE,
+    CLOSE_STATUS_WORDS,
+    FAILED,
+    FINISHED,
+    OPEN,
+    REFUSED,
+    ChargeBody,
+    OpenBody,
+)
 from dpaudit.sensitivity import Assumption
 from dpaudit.signing import key_fingerprint, public_key_pem, sign
 
@@ -75,6 +90,42 @@ def open_body(records: Sequence[Record]) -> OpenBody:
     if not records or records[0].type != OPEN:
         raise VerificationError(f"ledger does not start with an {OPEN!r} record")
     return OpenBody.from_dict(records[0].body)
+
+
+_WHY_NOT_FINISHED = {
+    FAILED: "an exception ended it",
+    ABORTED: "interrupted: Ctrl-C, SIGTERM, or a dead process closed by `dpaudit recover --abort`",
+    REFUSED: "its configuration, plugin or plan was refused",
+}
+
+
+def close_status(records: Sequence[Record]) -> str | None:
+    """The status of the ledger's ``close`` record (None when the ledger does not end in one, or it names none)."""
+    if not records or records[-1].type != CLOSE or not isinstance(records[-1].body, Mapping):
+        return None
+    status = records[-1].body.get("status")
+    return status if isinstance(status, str) else None
+
+
+def unfinished_reason(status: str | None) -> str | None:
+    """Why a run closed with ``status`` is not for release (``"run aborted: ..."``); None for a finished run.
+
+    Every charge of such a run is still counted in its claim; its outputs are simply not a result anyone may
+    publish (docs/auditor-guide.md, "How a run ends").
+    """
+    if status == FINISHED:
+        return None
+    word = CLOSE_STATUS_WORDS.get(status, "failed")
+    why = _WHY_NOT_FINISHED.get(status, f"unknown close status {status!r}")
+    return f"run {word} (closed {status}: {why}); every charge is counted, nothing of it is for release"
+
+
+def release_problems(records: Sequence[Record]) -> list[str]:
+    """Why the closed ledger's run is NOT for release (empty when it is): seeded randomness, a run that did not
+    finish. A pure function of the ledger, so ``verify`` re-derives what the certificate states."""
+    problems = [] if open_body(records).randomness.get("for_release") else ["seeded randomness (reproducible test run)"]
+    unfinished = unfinished_reason(close_status(records))
+    return problems + ([unfinished] if unfinished else [])
 
 
 def charged_events(records: Sequence[Record]) -> list[tuple[int, PrivacyEvent]]:
@@ -189,21 +240,22 @@ def build_certificate(records: Sequence[Record], *, key, plugins: Mapping[str, s
     randomness = opened.randomness
     public_pem = public_key_pem(key)
     claim = compute_claim(records)
+    not_released = release_problems(records)
     certificate: dict[str, Any] = {
         "format": FORMAT,
         "run": {"name": opened.name, "id": opened.run_id, "store_id": opened.store_id,
                 "opened_at": records[0].time, "closed_at": records[-1].time},
         "claim": claim,
+        "components": certified_components(records, claim, dict(charges)),
         "budget": dict(opened.budget),
         "neighbouring": opened.neighbouring,
         "protected_datasets": list(opened.protected),
         "public_datasets": list(opened.public),
-        "guarantee": (f"({claim['epsilon']:.6g}, {claim['delta']:.3g})-DP with respect to "
+        "guarantee": (f"({show(claim['epsilon'])}, {show_delta(claim['delta'])})-DP with respect to "
                       f"{opened.neighbouring.replace('_', '/')} neighbours of: {', '.join(opened.protected)}"),
         "randomness": randomness,
-        "for_release": bool(randomness.get("for_release")),
-        "release_status": "for release" if randomness.get("for_release") else
-        "NOT FOR RELEASE: seeded randomness (reproducible test run)",
+        "for_release": not not_released,
+        "release_status": f"NOT FOR RELEASE: {'; '.join(not_released)}" if not_released else "for release",
         "conditional": any(a["conditional"] for a in assumptions),
         "assumptions": assumptions,
         "mechanisms": dict(sorted(mechanisms.items())),

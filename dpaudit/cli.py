@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from dpaudit import canonical
+from dpaudit.cli_account import account, examples
 from dpaudit.errors import BudgetExceeded, DPAuditError, InvalidParameter, PluginError, VerificationError
 
 USAGE_ERRORS = (InvalidParameter, PluginError, VerificationError)
@@ -71,6 +71,9 @@ class _GuardedGroup(click.Group):
                 raise
             if isinstance(exc, DPAuditError):
                 _fail(exc)
+            if isinstance(exc, BrokenPipeError):  # `dpaudit ... | head`: the reader left, nothing is wrong here
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+                sys.exit(1)
             if isinstance(exc, _INPUT_FAULTS):
                 click.echo(f"error: cannot handle this input ({_one_line(exc)})", err=True)
                 sys.exit(2)
@@ -78,23 +81,39 @@ class _GuardedGroup(click.Group):
             sys.exit(1)
 
 
-@click.group(cls=_GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from dpaudit.provenance import code_version, dpaudit_version
+
+    click.echo(f"dpaudit {dpaudit_version()} ({code_version()})")
+    ctx.exit()
+
+
+@click.group(cls=_GuardedGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=examples(
+    "dpaudit demo",
+    "dpaudit verify <run id>",
+    "dpaudit report <run id> --format html > report.html",
+    "dpaudit account ledger <run id>",
+    "dpaudit --store /data/runs verify <run id> --json"))
 @click.option("--store", type=click.Path(file_okay=False, path_type=Path), default=None, envvar="DPAUDIT_HOME",
               help="Run store root (default ./dpaudit_runs).")
 @click.option("--tracking-uri", default=None, help="MLflow tracking URI (default $MLFLOW_TRACKING_URI or the "
               "embedded SQLite store under ./mlruns).")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print dpaudit's version (and the git commit of a checkout) and exit.")
 @click.pass_context
 def main(ctx: click.Context, store: Path | None, tracking_uri: str | None) -> None:
     """dpaudit: audited differential privacy for tuning-plus-training runs."""
     ctx.obj = {"store": store, "tracking_uri": tracking_uri}
 
 
-@main.group()
+@main.group(epilog=examples("dpaudit plugins list"))
 def plugins() -> None:
     """Inspect the plugin registry."""
 
 
-@plugins.command("list")
+@plugins.command("list", epilog=examples("dpaudit plugins list", "dpaudit plugins list --json"))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def plugins_list(as_json: bool) -> None:
     """List installed plugins (entry-point group dpaudit.plugins)."""
@@ -114,76 +133,77 @@ def plugins_list(as_json: bool) -> None:
                    f"{', '.join(r['event_kinds'])}")
 
 
-@main.group()
-def account() -> None:
-    """An auditor's calculator: ε of a mechanism from its public parameters."""
+main.add_command(account)
 
 
-@account.command("dpsgd")
-@click.option("--sample-rate", type=float, required=True, help="Poisson sampling rate q.")
-@click.option("--noise-multiplier", type=float, required=True, help="σ / clipping norm.")
-@click.option("--steps", type=int, required=True, help="Number of DP-SGD steps.")
-@click.option("--delta", type=float, required=True)
-@click.option("--accountant", type=click.Choice(["rdp", "prv", "pld", "tightest"]), default="tightest",
-              show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-def account_dpsgd(sample_rate: float, noise_multiplier: float, steps: int, delta: float, accountant: str,
-                  as_json: bool) -> None:
-    """ε of Poisson-subsampled Gaussian DP-SGD (add/remove neighbours)."""
-    from dpaudit.accounting import get_accountant
-    from dpaudit.events import PoissonSubsampledGaussianEvent
-    from dpaudit.sensitivity import from_formula
-    from dpaudit.validation import check_delta
-
-    try:
-        check_delta(delta, allow_zero=False)
-        event = PoissonSubsampledGaussianEvent(
-            neighbouring="add_remove", sensitivity=from_formula("clipped_gradient_sum", "add_remove", clip_norm=1.0),
-            sample_rate=sample_rate, noise_multiplier=noise_multiplier, steps=steps, label="dpsgd")
-        acc = get_accountant(accountant)
-        eps, source = acc.epsilon_with_source(event, delta)
-    except DPAuditError as exc:
-        _fail(exc)
-    except (ArithmeticError, ValueError, MemoryError) as exc:  # e.g. σ = 1e-300 or 10**30 steps
-        _fail(InvalidParameter(f"no finite bound for these parameters ({_one_line(exc)})"))
-    out = {"epsilon": eps, "delta": delta, "accountant": acc.name, "attained_by": source,
-           "accountant_version": acc.version(), "sample_rate": sample_rate, "noise_multiplier": noise_multiplier,
-           "steps": steps, "neighbouring": "add_remove", "upper_bound": True}
-    if as_json:
-        click.echo(json.dumps(out))
-    else:
-        click.echo(f"epsilon <= {eps:.6g} at delta = {delta:g} ({acc.name} accountant, attained by {source}; "
-                   f"add/remove neighbours, Poisson sampling)")
-
-
-@main.command("run")
-@click.argument("plugin")
+@main.command("run", epilog=examples(
+    "dpaudit run opacus-training --epsilon 5 --delta 1e-5",
+    "dpaudit run constant-overhead --epsilon 5 --delta 1e-5 --config config.json --json",
+    "dpaudit run randtune --epsilon 8 --delta 1e-5 --seed 0   # reproducible, NOT FOR RELEASE",
+    "dpaudit run --config study.toml   # a study file: data, model, space, method, budget (docs/user-guide.md)"))
+@click.argument("plugin", required=False)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="JSON object of the plugin's configuration (default: the plugin's smoke configuration).")
-@click.option("--epsilon", type=float, required=True, help="Session budget ε, fixed before any data is touched.")
-@click.option("--delta", type=float, required=True, help="Session budget δ.")
+              help="The plugin's configuration, a TOML or JSON object (default: the plugin's smoke configuration); "
+              "or a study file (a [study] table), which names the method and budget itself.")
+@click.option("--epsilon", type=float, default=None, help="Session budget ε, fixed before any data is touched "
+              "(required unless a study file gives it).")
+@click.option("--delta", type=float, default=None, help="Session budget δ (required unless a study file gives it).")
 @click.option("--name", default=None, help="Run name (default: the plugin name).")
 @click.option("--seed", type=int, default=None, help="Seeded randomness (reproducible, NOT FOR RELEASE).")
 @click.option("--adaptive", is_flag=True, help="Admit charges through a Renyi filter, valid when privacy parameters "
               "depend on earlier outputs; the certificate claims the budget (docs/accounting.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: run id, paths, claim, results.")
 @click.pass_obj
-def run_plugin(obj: dict, plugin: str, config_path: Path | None, epsilon: float, delta: float, name: str | None,
-               seed: int | None, adaptive: bool, as_json: bool) -> None:
-    """Run PLUGIN inside an audited session with budget (EPSILON, DELTA) and certify it."""
+def run_plugin(obj: dict, plugin: str | None, config_path: Path | None, epsilon: float | None,
+               delta: float | None, name: str | None, seed: int | None, adaptive: bool, as_json: bool) -> None:
+    """Run PLUGIN inside an audited session with budget (EPSILON, DELTA) and certify it; or run a study file.
+
+    An unknown plugin, an unreadable config or one the plugin rejects, or a bad budget is refused before any run
+    exists. A run that does not finish (Ctrl-C or SIGTERM: ABORTED; a plan the budget refuses: REFUSED; an error:
+    FAILED) is closed with every charge counted, NOT FOR RELEASE, and its id is printed; `dpaudit verify` fails it.
+    """
+    from dataclasses import replace
+
+    from dpaudit.lifecycle import announced, interrupt_exit_code, sigterm_as_interrupt
     from dpaudit.mechanisms.randomness import SeededRandom
     from dpaudit.registry import get_plugin
     from dpaudit.session import Session
+    from dpaudit.study import is_study, load_study, read_config
+    from dpaudit.study_run import open_session, run_study
 
+    rng = SeededRandom(seed) if seed is not None else None
+    study = None
     try:
-        found = get_plugin(plugin)
-        config = (dict(found.smoke_config) if config_path is None
-                  else canonical.read_object(config_path, InvalidParameter))
-        with Session(epsilon=epsilon, delta=delta, name=name or found.name, protected=found.protected or
-                     ("private data set",), public=found.public, rng=SeededRandom(seed) if seed is not None else None,
-                     store=obj["store"], tracking_uri=obj["tracking_uri"], adaptive=adaptive) as session:
-            session.register_plugin(found.name, found.version)
-            results = found.run(session, config)
+        config = None if config_path is None else read_config(config_path)
+        if config is not None and is_study(config):  # a study file names its method and budget itself
+            study = load_study(config_path)  # validated in full before a run exists
+            if plugin not in (None, study.method) or epsilon is not None or delta is not None or adaptive:
+                raise InvalidParameter(f"{config_path} is a study file: it fixes the method ({study.method}) and "
+                                       "the budget; give no PLUGIN, --epsilon, --delta or --adaptive")
+            study, title = replace(study, name=name or study.name), study.method
+        else:
+            if plugin is None or epsilon is None or delta is None:
+                raise InvalidParameter("give PLUGIN, --epsilon and --delta (or --config with a study file)")
+            found = get_plugin(plugin)
+            config = dict(found.smoke_config) if config is None else config
+            if found.check_config is not None:
+                found.check_config(config)  # a bad config is refused here, before a run exists
+            title = found.name
+        with sigterm_as_interrupt():
+            if study is None:
+                session = Session(epsilon=epsilon, delta=delta, name=name or found.name,
+                                  protected=found.protected or ("private data set",), public=found.public, rng=rng,
+                                  store=obj["store"], tracking_uri=obj["tracking_uri"], adaptive=adaptive)
+            else:
+                session = open_session(study, rng=rng, store=obj["store"], tracking_uri=obj["tracking_uri"])
+            with announced(session, lambda line: click.echo(line, err=True)), session:
+                if study is None:
+                    session.register_plugin(found.name, found.version)
+                    results = found.run(session, config)
+                else:
+                    results = run_study(study, session).public
+    except KeyboardInterrupt as exc:
+        sys.exit(interrupt_exit_code(exc))
     except DPAuditError as exc:
         _fail(exc)
     certificate = session.close()
@@ -192,12 +212,15 @@ def run_plugin(obj: dict, plugin: str, config_path: Path | None, epsilon: float,
     if as_json:
         click.echo(json.dumps(out, default=str))
     else:
-        click.echo(f"{found.name}: {certificate['guarantee']}\nrun folder {session.run_dir}")
+        click.echo(f"{title}: {certificate['guarantee']}\nrun folder {session.run_dir}")
         for key, value in results.items():
             click.echo(f"  {key}: {value}")
 
 
-@main.command()
+@main.command(epilog=examples(
+    "dpaudit report <run id>",
+    "dpaudit report dpaudit_runs/<run id> --format markdown",
+    "dpaudit report <run id> --format html > report.html"))
 @click.argument("run")
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json", "html"]), default="text",
               show_default=True)
@@ -213,10 +236,15 @@ def report(obj: dict, run: str, fmt: str) -> None:
         _fail(exc)
 
 
-@main.command()
+@main.command(epilog=examples(
+    "dpaudit verify <run id>",
+    "dpaudit verify evidence/ --trusted-key <fingerprint>",
+    "dpaudit verify <run id> --json",
+    "dpaudit verify --store dpaudit_runs --log-head SIZE:ROOT"))
 @click.argument("run", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--allow-not-for-release", is_flag=True, help="Accept a run made with seeded (test) randomness.")
+@click.option("--allow-not-for-release", is_flag=True, help="Accept a run NOT FOR RELEASE: seeded (test) randomness, "
+              "or a run that did not finish (aborted, refused, failed); the verdict says so.")
 @click.option("--trusted-key", "trusted_keys", multiple=True, metavar="FINGERPRINT|PEMFILE",
               help="Trust this signing key (SHA-256 fingerprint of the raw Ed25519 key, or a PEM public-key file); "
               "repeatable. Get the fingerprint out of band.")
@@ -236,6 +264,7 @@ def verify(obj: dict, run: str | None, as_json: bool, allow_not_for_release: boo
 
     Exit 0 valid, 1 invalid (every reason listed), 2 usage error.
     """
+    from dpaudit.display import plural
     from dpaudit.runs import resolve_run
     from dpaudit.transparency import parse_head_token
     from dpaudit.trust import KeyTrust
@@ -269,23 +298,34 @@ def verify(obj: dict, run: str | None, as_json: bool, allow_not_for_release: boo
             f"(trusted: {key.trusted_by})" if key.trusted else
             "(NOT PINNED: accepted with --accept-bundle-key)" if key.accepted_unpinned else "(UNTRUSTED)"))
     if not result.valid:
-        click.echo(f"INVALID ({len(result.reasons)} reasons)")
+        click.echo(f"INVALID ({plural(len(result.reasons), 'reason')})")
     elif key is not None and not key.trusted:
         click.echo("VALID, but the signing key was NOT PINNED: this shows only that the bundle is consistent with "
                    "a key it carries itself")
     else:
         click.echo("VALID")
+    if result.valid and getattr(result, "not_for_release", None):  # a run's report; a store's has no such list
+        click.echo(f"NOT FOR RELEASE ({'; '.join(result.not_for_release)}): accepted only because of "
+                   "--allow-not-for-release")
     sys.exit(0 if result.valid else 1)
 
 
-@main.command()
+@main.command(epilog=examples("dpaudit export <run id> evidence/", "dpaudit export <run id> evidence/ --force"))
 @click.argument("run")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Write into a DIRECTORY that is not empty, replacing the bundle's files "
+              "there (other files are left alone).")
 @click.pass_obj
-def export(obj: dict, run: str, directory: Path) -> None:
-    """Write RUN's evidence bundle (ledger, certificate, report, public key) into DIRECTORY."""
+def export(obj: dict, run: str, directory: Path, force: bool) -> None:
+    """Write RUN's evidence bundle (ledger, certificate, report, public key) into DIRECTORY.
+
+    DIRECTORY must be new or empty unless --force is given.
+    """
     from dpaudit.runs import export_bundle, resolve_run
 
+    if not force and directory.is_dir() and any(directory.iterdir()):
+        raise click.UsageError(f"{directory} is not empty: choose a new folder, or --force to overwrite the bundle's "
+                               "files in it")
     try:
         files = export_bundle(resolve_run(run, store=obj["store"], tracking_uri=obj["tracking_uri"]), directory)
     except DPAuditError as exc:
@@ -294,7 +334,7 @@ def export(obj: dict, run: str, directory: Path) -> None:
         click.echo(str(f))
 
 
-@main.command()
+@main.command(epilog=examples("dpaudit recover <run id>", "dpaudit recover <run id> --abort"))
 @click.argument("run")
 @click.option("--abort", is_flag=True, help="The run has no close record (its process died): close it as ABORTED "
               "and certify every charge of its ledger as it stands.")
@@ -324,16 +364,18 @@ def recover(obj: dict, run: str, abort: bool, signing_key: Path | None) -> None:
                    f"{result.run_id}` to update the run there")
 
 
-@main.group()
+@main.group(epilog=examples("dpaudit mirror sync <run id>"))
 def mirror() -> None:
     """The MLflow mirror of the run store (a view of the ledgers)."""
 
 
-@mirror.command("sync")
+@mirror.command("sync", epilog=examples("dpaudit mirror sync <run id>"))
 @click.argument("run")
 @click.pass_obj
 def mirror_sync(obj: dict, run: str) -> None:
-    """Catch RUN's MLflow run up with its ledger after an outage: records, files, end status (idempotent)."""
+    """Catch RUN's MLflow run up with its ledger, after an outage or into an empty or rebuilt store: the run is found
+    by its tag dpaudit.run_id and created if absent; records, files, the certified claim with `dpaudit verify`'s
+    verdict, end status (idempotent)."""
     from dpaudit.recovery import intact_records, local_run
     from dpaudit.store import LEDGER
     from dpaudit.tracking.session_mirror import sync_mirror
@@ -348,7 +390,10 @@ def mirror_sync(obj: dict, run: str) -> None:
                f"({len(records)} in its ledger); files attached")
 
 
-@main.group()
+@main.group(epilog=examples(
+    "dpaudit keys export",
+    "dpaudit keys trust <fingerprint> --name \"ACME audit key\"",
+    "dpaudit keys list"))
 @click.option("--trust-store", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Trust store file (default $DPAUDIT_TRUST_STORE or $XDG_CONFIG_HOME/dpaudit/trusted_keys.json).")
 @click.pass_obj
@@ -359,7 +404,7 @@ def keys(obj: dict, trust_store: Path | None) -> None:
     obj["trust_store"] = trust_store if trust_store is not None else default_trust_store_path()
 
 
-@keys.command("list")
+@keys.command("list", epilog=examples("dpaudit keys list", "dpaudit keys list --json"))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def keys_list(obj: dict, as_json: bool) -> None:
@@ -383,7 +428,9 @@ def keys_list(obj: dict, as_json: bool) -> None:
         click.echo(f"{r['fingerprint']}  {r['source']}: {r['name']}")
 
 
-@keys.command("trust")
+@keys.command("trust", epilog=examples(
+    "dpaudit keys trust <fingerprint> --name \"ACME audit key\"",
+    "dpaudit keys trust acme_key.pem"))
 @click.argument("key", metavar="FINGERPRINT|PEMFILE")
 @click.option("--name", default=None, help="A name for people (default: the fingerprint's first 16 digits).")
 @click.pass_obj
@@ -398,7 +445,7 @@ def keys_trust(obj: dict, key: str, name: str | None) -> None:
     click.echo(f"trusted {entry.fingerprint} ({entry.name}) in {obj['trust_store']}")
 
 
-@keys.command("untrust")
+@keys.command("untrust", epilog=examples("dpaudit keys untrust <fingerprint>"))
 @click.argument("fingerprint")
 @click.pass_obj
 def keys_untrust(obj: dict, fingerprint: str) -> None:
@@ -413,7 +460,7 @@ def keys_untrust(obj: dict, fingerprint: str) -> None:
     sys.exit(0 if removed else 1)
 
 
-@keys.command("export")
+@keys.command("export", epilog=examples("dpaudit keys export", "dpaudit keys export --store /data/runs --json"))
 @click.option("--store", "store_option", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The store whose key to export (default: the local store).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -437,12 +484,12 @@ def keys_export(obj: dict, store_option: Path | None, as_json: bool) -> None:
         click.echo(f"{pem}fingerprint (SHA-256 of the raw Ed25519 key): {fingerprint}")
 
 
-@main.group("log")
+@main.group("log", epilog=examples("dpaudit log head"))
 def transparency_log() -> None:
     """The store's transparency log of closed certificates."""
 
 
-@transparency_log.command("head")
+@transparency_log.command("head", epilog=examples("dpaudit log head", "dpaudit log head --store /data/runs --json"))
 @click.option("--store", "store_option", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The store (default: the local store).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -464,6 +511,27 @@ def log_head(obj: dict, store_option: Path | None, as_json: bool) -> None:
         click.echo(f"{head.token}\nstore {head.store_id}, signed by key {head.key_fingerprint}")
 
 
+def _check_listenable(host: str, port: int) -> None:
+    """Refuse (exit 2, one line) when HOST:PORT cannot be listened on, before MLflow starts: a taken port would
+    otherwise end in MLflow's own error output, and an exit status that does not say so.
+
+    The probe sets SO_REUSEADDR as MLflow's server does, so only a port another socket listens on is refused.
+    """
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise click.BadParameter(f"cannot resolve {host!r}: {exc}", param_hint="--host") from exc
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise click.UsageError(f"cannot listen on {host}:{port} ({exc.strerror or exc}): the port is taken, or "
+                                   "the address is not this machine's; pick another --port or --host") from exc
+
+
 LOOPBACK = "127.0.0.1"
 """Where ``dpaudit ui`` binds by default: this machine only."""
 
@@ -480,7 +548,10 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-@main.command()
+@main.command(epilog=examples(
+    "dpaudit ui",
+    "dpaudit ui --port 5055",
+    "dpaudit ui --host 0.0.0.0 --port 8080   # the whole network: read the warning"))
 @click.option("--port", type=click.IntRange(1, 65535), default=5000, show_default=True)
 @click.option("--host", default=LOOPBACK, show_default=True,
               help="Interface to bind. Anything but loopback serves the whole tracking store to the network.")
@@ -499,17 +570,22 @@ def ui(obj: dict, port: int, host: str) -> None:
                    "ledgers, certificates and reports of every run, to whoever reaches port "
                    f"{port}. Confidential values are not in it (they stay in each run's confidential/log.sqlite).",
                    err=True)
+    _check_listenable(host, port)
     artifacts = prepare_store(uri)  # create a missing embedded store under its lock, never by `mlflow ui` unlocked
     mlflow = Path(sys.executable).with_name("mlflow")
     cmd = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", uri, "--host", host,
            "--port", str(port)]
     if artifacts is not None:
         cmd += ["--default-artifact-root", artifacts]
-    click.echo(f"MLflow UI on http://{host}:{port} for {uri}")
+    from dpaudit.tracking.mirror import runs_view_url
+
+    click.echo(f"MLflow UI on {runs_view_url(uri, f'http://{host}:{port}')} for {uri}")
     sys.exit(subprocess.call(cmd, env=os.environ.copy()))
 
 
-@main.command()
+@main.command(epilog=examples(
+    "dpaudit demo",
+    "dpaudit demo --seed 0 --epochs 1 --json   # quick, reproducible, NOT FOR RELEASE"))
 @click.option("--json", "as_json", is_flag=True, help="Last line: one JSON object (run_id, certificate, ledger).")
 @click.option("--seed", type=int, default=None, help="Seeded randomness (reproducible, NOT FOR RELEASE).")
 @click.option("--epochs", type=int, default=None, help="Training epochs (default: the demo's).")
@@ -517,13 +593,21 @@ def ui(obj: dict, port: int, host: str) -> None:
               help="Ed25519 key that signs the certificate (default <store>/keys/signing_key.pem; created if absent).")
 @click.pass_obj
 def demo(obj: dict, as_json: bool, seed: int | None, epochs: int | None, signing_key: Path | None) -> None:
-    """Run the demo: DP statistics and DP-SGD training on UCI Adult inside one audited session, then verify."""
+    """Run the demo: DP statistics and DP-SGD training on UCI Adult inside one audited session, then verify.
+
+    The verdict is that of the `dpaudit verify` command it prints (exit 0 iff VALID). Ctrl-C or SIGTERM closes the
+    run ABORTED (NOT FOR RELEASE) and prints its id.
+    """
     from dpaudit.demo import run_demo
+    from dpaudit.lifecycle import interrupt_exit_code, sigterm_as_interrupt
 
     try:
-        summary = run_demo(store=obj["store"], tracking_uri=obj["tracking_uri"], seed=seed, epochs=epochs,
-                           signing_key=signing_key,
-                           echo=(lambda s: click.echo(s, err=True)) if as_json else click.echo)
+        with sigterm_as_interrupt():
+            summary = run_demo(store=obj["store"], tracking_uri=obj["tracking_uri"], seed=seed, epochs=epochs,
+                               signing_key=signing_key,
+                               echo=(lambda s: click.echo(s, err=True)) if as_json else click.echo)
+    except KeyboardInterrupt as exc:
+        sys.exit(interrupt_exit_code(exc))
     except BudgetExceeded as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

@@ -8,7 +8,9 @@ public: its first half validates the candidates, its second half tests the final
    clipping norm, shared σ, epochs and batch size), k = 10 record-keyed partitions with non-private partition
    models, at most T_max = 8 AboveThreshold rounds of ϵ = 0.5 each (kϵ = 5, the paper's k ≥ 5/ϵ), charged up
    front; then DP-SGD on the full training set with the selected candidate (the tuning kit, ``dpaudit.tuning``);
-2. closes the session, writes and signs its certificate, and verifies the run folder offline.
+2. closes the session, writes and signs its certificate, and verifies the run folder offline exactly as
+   ``dpaudit verify`` does (it prints that command; a ``--seed`` run is NOT FOR RELEASE, so it is verified with
+   ``--allow-not-for-release`` and the demo says so). An interrupted demo closes ``ABORTED`` and prints its run id.
 
 The training-set size n is **public** in this demo, and only here is it printed: DP-SGD with Poisson sampling
 computes its rate q = B/n from n (and q is in the ledger), so the plugin's DP-SGD charges carry the conditional
@@ -18,11 +20,14 @@ nothing (an earlier version did). The size is printed only once the signed certi
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from dpaudit.data.catalog import TRAIN_NAME
+from dpaudit.display import show
+from dpaudit.lifecycle import announced
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.registry import DATASET_SIZE_PUBLIC, get_plugin
 from dpaudit.session import Session
@@ -45,6 +50,21 @@ def demo_config(epochs: int | None = None, overrides: Mapping[str, Any] | None =
     return config
 
 
+def verify_command(run_id: str, *, store: Path | None, allow_not_for_release: bool, trusted_key: str | None) -> str:
+    """The ``dpaudit verify`` command line whose verdict the demo prints (its exit status: 0 iff the demo says VALID).
+
+    Args:
+        run_id: the demo's run.
+        store: the run store given to the demo (None: the default, which ``dpaudit verify`` uses too).
+        allow_not_for_release: a seeded run: the flag that accepts a run NOT FOR RELEASE.
+        trusted_key: the fingerprint of a key given with ``--signing-key`` (pinned with ``--trusted-key``).
+    """
+    words = ["dpaudit"] + (["--store", str(store)] if store is not None else []) + ["verify", run_id]
+    words += (["--allow-not-for-release"] if allow_not_for_release else []) + (
+        ["--trusted-key", trusted_key] if trusted_key else [])
+    return shlex.join(words)
+
+
 def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed: int | None = None,
              epochs: int | None = None, signing_key: Path | None = None,
              overrides: Mapping[str, Any] | None = None,
@@ -61,9 +81,10 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
     config = demo_config(epochs, overrides)
     plugin = get_plugin("constant-overhead")
     rng = SeededRandom(seed) if seed is not None else None
-    with Session(epsilon=BUDGET[0], delta=BUDGET[1], name="dpaudit-demo", neighbouring="add_remove",
-                 protected=(TRAIN_NAME,), public=plugin.public, rng=rng, store=store, tracking_uri=tracking_uri,
-                 signing_key=signing_key) as s:
+    s = Session(epsilon=BUDGET[0], delta=BUDGET[1], name="dpaudit-demo", neighbouring="add_remove",
+                protected=(TRAIN_NAME,), public=plugin.public, rng=rng, store=store, tracking_uri=tracking_uri,
+                signing_key=signing_key)
+    with announced(s, echo), s:  # an interrupted demo closes ABORTED and says which run it was
         # the data through the session, like a plugin's: the access is recorded in the ledger
         train = s.data(TRAIN_NAME, rows=config.get("train_rows"))
         echo(f"dpaudit demo: UCI Adult, public test records split in half (validation, final test); budget "
@@ -78,11 +99,15 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
              f"{' (fallback: no candidate passed)' if result['fallback_used'] else ''}; realised iterations "
              f"{result['realised_iterations']} of {result['charged_iterations']} charged")
         echo(f"  DP-SGD test accuracy on the public final-test half: {result['test_accuracy']:.3f}; budget filter's "
-             f"bound so far {s.spent_epsilon():.4g} (the certificate composes every charge more tightly)")
+             f"bound so far {show(s.spent_epsilon(), 4)} (the certificate composes every charge more tightly)")
     certificate = s.close()
-    # the store's own key is trusted; a key given with --signing-key is the operator's choice, pinned for this check
-    trust = KeyTrust.default(store, trusted_keys=(s.key_fingerprint,) if signing_key else ())
-    verification = verify_bundle(s.run_dir, allow_not_for_release=seed is not None, trust=trust)
+    # exactly what `dpaudit verify` does: the store's own key is trusted, a key given with --signing-key is pinned on
+    # the command line; a seeded run is NOT FOR RELEASE and is accepted only with the flag that says so
+    pinned = s.key_fingerprint if signing_key else None
+    allow = seed is not None
+    trust = KeyTrust.default(store, trusted_keys=(pinned,) if pinned else ())
+    verification = verify_bundle(s.run_dir, allow_not_for_release=allow, trust=trust)
+    command = verify_command(s.run_id, store=store, allow_not_for_release=allow, trusted_key=pinned)
     claim = certificate["claim"]
     echo(f"certificate: {certificate['guarantee']}")
     echo(f"  accountant {claim['accountant']} (attained by {claim['attained_by']}); {certificate['release_status']}")
@@ -95,8 +120,11 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
              "sampling rate q = B/n is computed from it)")
     for check in verification.checks:
         echo(f"  verify [{'ok' if check.ok else 'FAIL'}] {check.name}: {check.detail}")
-    echo(f"verification: {'VALID' if verification.valid else 'INVALID'}; run folder {s.run_dir}; MLflow run "
-         f"{s.run_id} (dpaudit ui)")
+    if allow:
+        echo(f"  this run is {certificate['release_status']}: verified with --allow-not-for-release, which accepts "
+             "it; `dpaudit verify` without that flag says INVALID")
+    echo(f"verification: {'VALID' if verification.valid else 'INVALID'} (the verdict of `{command}`); run folder "
+         f"{s.run_dir}; MLflow run {s.run_id} (dpaudit ui)")
     echo(f"  signing key fingerprint {s.key_fingerprint} (give it to auditors out of band: dpaudit keys export)")
     return {
         "run_id": s.run_id,
@@ -111,6 +139,8 @@ def run_demo(*, store: Path | None = None, tracking_uri: str | None = None, seed
         "charged_iterations": result["charged_iterations"],
         "test_accuracy": float(result["test_accuracy"]),
         "verified": verification.valid,
+        "for_release": certificate["for_release"],
+        "verify_command": command,
         "key_fingerprint": s.key_fingerprint,
         "dataset_size": len(train) if size_public else None,
     }

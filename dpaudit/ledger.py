@@ -52,11 +52,18 @@ MAX_LINE_BYTES = 256 * 2**20
 
 _FIELDS = frozenset({"seq", "type", "time", "prev", "body", "hash"})
 
+#: the attribute (not a field) in which :meth:`Record.from_line` keeps the content hash read off the line
+_LINE_DIGEST = "_line_digest"
+
 logger = logging.getLogger(__name__)
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+#: the ledger's JSON parser (one for every line; ``json.loads`` with a keyword builds one per call)
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 
 
 def _hashed_fields(seq: int, rtype: str, rtime: float, prev: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +95,14 @@ class Record:
         return _hashed_fields(self.seq, self.type, self.time, self.prev, self.body)
 
     def compute_hash(self) -> str:
-        """SHA-256 (hex) of the canonical JSON of ``seq``, ``type``, ``time``, ``prev`` and ``body``."""
+        """SHA-256 (hex) of the canonical JSON of ``seq``, ``type``, ``time``, ``prev`` and ``body``.
+
+        For a record read from a line, that JSON is the line without its ``"hash"`` member (the line was checked to
+        be canonical), hashed when it was read; otherwise the content is encoded anew.
+        """
+        digest = self.__dict__.get(_LINE_DIGEST)
+        if digest is not None:
+            return digest
         return canonical.sha256_hex(canonical.encode(self._content()))
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,7 +128,7 @@ class Record:
         """
         text = line[:-1] if line.endswith("\n") else line
         try:
-            obj = json.loads(text, parse_constant=_refuse_constant)
+            obj = _DECODER.decode(text)
         except (ValueError, RecursionError) as err:
             raise LedgerError(f"not valid JSON: {err}") from err
         if not isinstance(obj, dict):
@@ -140,7 +154,31 @@ class Record:
             raise LedgerError(f"not canonical JSON: {err}") from err
         if canonical_text != text:
             raise LedgerError("not in canonical JSON form (whitespace, key order, duplicate keys or number format)")
-        return cls(seq=seq, type=rtype, time=rtime, prev=prev, body=body, hash=rhash)
+        record = cls(seq=seq, type=rtype, time=rtime, prev=prev, body=body, hash=rhash)
+        # not a dataclass field: a record built or ``dataclasses.replace``\ d in code has none and encodes anew,
+        # and ``asdict`` / equality never see it
+        object.__setattr__(record, _LINE_DIGEST, _content_digest(text.encode("utf-8"), rhash))
+        return record
+
+
+#: what the canonical line holds between the body and ``prev``: the ``"hash"`` member (keys are sorted)
+_HASH_MEMBER = ',"hash":"'
+
+
+def _content_digest(line: bytes, rhash: str) -> str | None:
+    """SHA-256 of the canonical encoding of a record's hashed fields, from its canonical line ``line`` (no newline).
+
+    In the line the keys are sorted, so the ``"hash"`` member comes right after ``body`` and is followed only by
+    ``prev``, ``seq``, ``time`` and ``type``, whose values hold no object; a ``"`` inside a JSON string is escaped,
+    so the last ``,"hash":"`` of the line is that member. The line without it is exactly the canonical encoding of
+    the other five fields (the encoding of an object is its members' encodings in key order). None where the line
+    does not have that shape (then :meth:`Record.compute_hash` encodes the fields anew).
+    """
+    member = (_HASH_MEMBER + rhash + '"').encode("ascii")
+    at = line.rfind(_HASH_MEMBER.encode("ascii"))
+    if at < 0 or not line.startswith(member, at):  # cannot happen for a canonical line; then encode anew
+        return None
+    return canonical.sha256_hex(line[:at] + line[at + len(member):])
 
 
 def _new_record(seq: int, rtype: str, body: dict[str, Any], prev: str, rtime: float) -> Record:
@@ -252,22 +290,27 @@ def verify_chain(records: Sequence[Record]) -> list[str]:
     seen: dict[int, int] = {}
     before: Record | None = None
     for pos, rec in enumerate(records):
-        where = f"record {pos} (seq {rec.seq})"
         actual = rec.compute_hash()
         if actual != rec.hash:
-            problems.append(f"{where}: hash mismatch, stored {rec.hash} but content hashes to {actual} (edited)")
+            problems.append(f"{_where(pos, rec)}: hash mismatch, stored {rec.hash} but content hashes to {actual} "
+                            "(edited)")
         if rec.seq in seen:
-            problems.append(f"{where}: duplicate seq, first seen at record {seen[rec.seq]}")
+            problems.append(f"{_where(pos, rec)}: duplicate seq, first seen at record {seen[rec.seq]}")
         else:
             seen[rec.seq] = pos
         expected_seq = 0 if before is None else before.seq + 1
         if rec.seq != expected_seq:
-            problems.append(f"{where}: seq not consecutive, expected {expected_seq}")
+            problems.append(f"{_where(pos, rec)}: seq not consecutive, expected {expected_seq}")
         expected_prev = GENESIS_PREV if before is None else before.hash
         if rec.prev != expected_prev:
-            problems.append(f"{where}: prev {rec.prev} does not match {expected_prev}, the hash of the record before")
+            problems.append(f"{_where(pos, rec)}: prev {rec.prev} does not match {expected_prev}, the hash of the "
+                            "record before")
         before = rec
     return problems
+
+
+def _where(pos: int, rec: Record) -> str:
+    return f"record {pos} (seq {rec.seq})"
 
 
 def _read_fd(fd: int) -> bytes:

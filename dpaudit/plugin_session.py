@@ -136,8 +136,9 @@ class PluginSession:
         self._session.log_confidential(values, step)
 
     @contextlib.contextmanager
-    def trial(self, name: str) -> Iterator[None]:
-        with self._session.trial(name):
+    def trial(self, name: str, params: Mapping[str, Any] | None = None) -> Iterator[None]:
+        """A nested MLflow run for one trial, with its (public) hyperparameters as params (:meth:`Session.trial`)."""
+        with self._session.trial(name, params):
             yield
 
     # --- mechanisms -------------------------------------------------------------------------------------------
@@ -179,3 +180,16 @@ class PluginSession:
     def above_threshold_rounds_event(self, sensitivity: float | Sensitivity, epsilon: float,
                                      **kwargs: Any) -> PrivacyEvent:
         return self._session.above_threshold_rounds_event(sensitivity, epsilon, **kwargs)
+
+    # --- training the plugin's model (dpaudit/privacy_engine.py) ----------------------------------------------
+
+    @property
+    def accountant(self) -> Any:
+        """The session's accountant (None in an adaptive session)."""
+        return self._session.accountant
+
+    def make_private(self, **kwargs: Any) -> tuple[Any, ...]:
+        """:meth:`dpaudit.session.Session.make_private`, the charge and release attributed to the plugin."""
+        from dpaudit.privacy_engine import PrivacyEngine
+
+        return PrivacyEngine(self).make_private(**kwargs)

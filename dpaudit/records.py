@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from dpaudit.errors import LedgerError
+from dpaudit.errors import InvalidParameter, LedgerError
 from dpaudit.events import PrivacyEvent
 from dpaudit.sidecar import ArrayFile
 
@@ -34,6 +34,17 @@ RELEASE = "release"
 INFO = "info"
 CLOSE = "close"
 RECORD_TYPES = frozenset({OPEN, CHARGE, RELEASE, INFO, CLOSE})
+
+FINISHED = "FINISHED"
+"""Close status of a run whose code ended normally: the only status whose results may be released."""
+FAILED = "FAILED"
+"""Close status of a run ended by an exception (a bug, a crash inside the plugin): not for release."""
+ABORTED = "ABORTED"
+"""Close status of an interrupted run (Ctrl-C, SIGTERM, or a dead process closed by ``dpaudit recover --abort``)."""
+REFUSED = "REFUSED"
+"""Close status of a run whose configuration, plugin or plan was refused (bad input, over budget)."""
+CLOSE_STATUS_WORDS = {FINISHED: "finished", FAILED: "failed", ABORTED: "aborted", REFUSED: "refused"}
+"""How each close status reads in a sentence ("run aborted"); any other status is a failure."""
 
 
 def _get(body: Mapping[str, Any], kind: str, name: str, types: type | tuple[type, ...], *,
@@ -162,6 +173,11 @@ class ChargeBody:
         mechanism: the mechanism's name.
         epsilon_spent: the filter's bound on ε (at δ_B) of every charge so far, this one included.
         bound_source: the accountant (or member) that attained it.
+        imputation: the public rule that maps the release's private numbers into its domain
+            (:class:`~dpaudit.mechanisms.private_inputs.Imputation`, as a dict), for the session's mechanisms that
+            take private numbers; None otherwise and in ledgers written before it was recorded (then omitted).
+        data: the protected data sets the charging plugin had accessed through ``Session.data`` before this charge
+            (docs/data.md); omitted when none (and in ledgers written before it was recorded).
     """
 
     TYPE: ClassVar[str] = CHARGE
@@ -171,23 +187,42 @@ class ChargeBody:
     mechanism: str
     epsilon_spent: float
     bound_source: str
+    imputation: Mapping[str, Any] | None = None
+    data: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"event": dict(self.event), "plugin": self.plugin, "mechanism": self.mechanism,
+        body = {"event": dict(self.event), "plugin": self.plugin, "mechanism": self.mechanism,
                 "epsilon_spent": self.epsilon_spent, "bound_source": self.bound_source}
+        if self.imputation is not None:
+            body["imputation"] = dict(self.imputation)
+        if self.data:
+            body["data"] = list(self.data)
+        return body
 
     @classmethod
     def from_dict(cls, body: Any) -> ChargeBody:
         """Parse a ``charge`` body.
 
         Raises:
-            LedgerError: a missing field or one of the wrong type.
+            LedgerError: a missing field or one of the wrong type, or a malformed imputation rule.
         """
         b = _mapping(body, CHARGE)
+        imputation = _get(b, CHARGE, "imputation", Mapping, optional=True)
+        if imputation is not None:
+            # imported here: the mechanisms package loads scipy (a second of start-up for readers of the ledger)
+            from dpaudit.mechanisms.private_inputs import Imputation
+
+            try:
+                Imputation.from_dict(imputation)
+            except InvalidParameter as exc:
+                raise LedgerError(f"{CHARGE} record field 'imputation': {exc}") from None
+        data = _get(b, CHARGE, "data", list, optional=True) or []
+        if not all(isinstance(name, str) for name in data):
+            raise LedgerError(f"{CHARGE} record field 'data' must list data set names")
         return cls(event=_get(b, CHARGE, "event", Mapping), plugin=_get(b, CHARGE, "plugin", str),
                    mechanism=_get(b, CHARGE, "mechanism", str),
                    epsilon_spent=_get(b, CHARGE, "epsilon_spent", (int, float)),
-                   bound_source=_get(b, CHARGE, "bound_source", str))
+                   bound_source=_get(b, CHARGE, "bound_source", str), imputation=imputation, data=tuple(data))
 
     def privacy_event(self) -> PrivacyEvent:
         """The charged event, decoded.
@@ -284,7 +319,8 @@ class CloseBody:
     """The ``close`` record, the ledger's last.
 
     Attributes:
-        status: ``"FINISHED"`` or ``"FAILED"`` (or another MLflow end status).
+        status: :data:`FINISHED`, :data:`FAILED`, :data:`ABORTED` or :data:`REFUSED` (docs/auditor-guide.md,
+            "How a run ends"); only a finished run is for release.
         charges: how many charges the session made.
     """
 

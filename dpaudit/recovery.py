@@ -14,7 +14,7 @@ here is *idempotent*: it checks what is already on disk and does only what is mi
 :func:`recover_run` (``dpaudit recover RUN``) applies this to a run folder from a fresh process. A ledger without a
 ``close`` record is a session whose process died: it is left alone unless ``abort`` is given, which appends a
 ``close`` record with status :data:`ABORTED` and certifies the ledger as it stands (every charge is still counted,
-including one whose release was never written). Only the key the ``open`` record names may sign.
+including one whose release was never written), not for release. Only the key the ``open`` record names may sign.
 """
 
 from __future__ import annotations
@@ -28,13 +28,11 @@ from typing import Any
 from dpaudit import store as run_store
 from dpaudit import transparency
 from dpaudit.certificate import build_certificate, open_body, unsigned, write_certificate
+from dpaudit.display import show, show_delta
 from dpaudit.errors import InvalidParameter, LedgerError
 from dpaudit.ledger import MISSING_FINAL_NEWLINE, TORN_FINAL_LINE, Ledger, Record, read_records, verify_chain
-from dpaudit.records import CHARGE, CLOSE, CloseBody
+from dpaudit.records import ABORTED, CHARGE, CLOSE, CloseBody
 from dpaudit.signing import public_key_fingerprint, public_key_pem, verify_signature
-
-ABORTED = "ABORTED"
-"""Close status of a run closed by ``dpaudit recover --abort`` after its process died."""
 
 CERTIFICATE_STEP = "certificate"
 LOG_STEP = "transparency log entry"
@@ -63,7 +61,8 @@ class Recovery:
         what = (f"closed as {ABORTED}" if self.aborted else
                 "recovered" if self.done else "nothing to recover")
         steps = f": {', '.join(self.done)} written" if self.done else ": certificate, log entry and reports present"
-        return f"{what}{steps} for run {self.run_id} (epsilon <= {claim['epsilon']:.6g}, delta = {claim['delta']:.3g})"
+        return (f"{what}{steps} for run {self.run_id} (epsilon <= {show(claim['epsilon'])}, "
+                f"delta = {show_delta(claim['delta'])})")
 
 
 def _certificate_is_current(run_dir: Path, records: Sequence[Record], key) -> Mapping[str, Any] | None:

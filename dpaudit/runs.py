@@ -23,6 +23,7 @@ def resolve_run(run: str, *, store: Path | str | None = None, tracking_uri: str 
     that run id, else the run's artifacts downloaded from MLflow into a temporary folder (removed when the process
     exits).
 
+    Nothing is created: a local SQLite MLflow store that does not exist is not searched (MLflow would create it).
     Anything that is not an existing folder must be a valid run id (:func:`dpaudit.store.validate_run_id`: no path
     separator, no ``..``), and its local folder must resolve inside the store.
 
@@ -39,8 +40,13 @@ def resolve_run(run: str, *, store: Path | str | None = None, tracking_uri: str 
     if os.path.lexists(local / run_store.LEDGER):
         return local
     from dpaudit.tracking import MlflowMirror, resolve_tracking_uri
+    from dpaudit.tracking.store import sqlite_database
 
     uri = resolve_tracking_uri(tracking_uri)
+    database = sqlite_database(uri)
+    if database is not None and not database.is_file():  # a read-only command never creates a store
+        raise VerificationError(f"no run folder, local run or MLflow run named {run!r}: no run {run!r} in the store "
+                                f"{run_store.store_root(store)} and no MLflow store at {database}")
     try:
         mirror = MlflowMirror(uri)
         mirror.find_run(run)

@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ import numpy as np
 from dpaudit import store as run_store
 from dpaudit.accounting import DEFAULT_ACCOUNTANT, get_accountant
 from dpaudit.accounting.filters import DEFAULT_FILTER_ORDERS, FILTER_NAME, FILTER_VERSION
-from dpaudit.budget import AdaptiveBudgetFilter, BudgetFilter
+from dpaudit.budget import AdaptiveBudgetFilter, BudgetFilter, Snapshot
 from dpaudit.coverage import (
     AboveThresholdRound,
     CoverageState,
@@ -39,6 +39,7 @@ from dpaudit.coverage import (
 )
 from dpaudit.data.access import open_data
 from dpaudit.data.catalog import DataSet
+from dpaudit.data.sources import DataSource, declare_sources
 from dpaudit.errors import AccountingError, DPAuditError, InvalidParameter, UncoveredRelease, UnsupportedEvent
 from dpaudit.events import (
     ExponentialEvent,
@@ -48,6 +49,7 @@ from dpaudit.events import (
     neighbouring_of,
 )
 from dpaudit.ledger import Ledger, Record
+from dpaudit.lifecycle import exit_status
 from dpaudit.mechanisms import above_threshold, exponential, gaussian, laplace, private_inputs, randomized_response
 from dpaudit.mechanisms.above_threshold import AboveThreshold
 from dpaudit.mechanisms.randomness import RandomSource, SecureRandom
@@ -55,7 +57,7 @@ from dpaudit.mechanisms.repeat_and_select import repeat_and_select_event, sample
 from dpaudit.plugin_session import PluginSession, check_plugin_identity
 from dpaudit.provenance import code_version, dpaudit_version
 from dpaudit.public_values import CONFIDENTIAL_KEYS, check_public
-from dpaudit.records import CHARGE, ChargeBody, CloseBody, InfoBody, OpenBody, RecordBody, ReleaseBody
+from dpaudit.records import CHARGE, FINISHED, ChargeBody, CloseBody, InfoBody, OpenBody, RecordBody, ReleaseBody
 from dpaudit.recovery import finish_close
 from dpaudit.selection import (
     AboveThresholdRounds,
@@ -66,7 +68,7 @@ from dpaudit.sensitivity import Neighbouring, Norm, Sensitivity, declared
 from dpaudit.sidecar import wants_sidecar, write_array
 from dpaudit.signing import load_or_create_key, public_key_fingerprint
 from dpaudit.tracking.confidential import LOCATION, ConfidentialLog
-from dpaudit.tracking.session_mirror import open_session_mirror
+from dpaudit.tracking.session_mirror import new_run_id, open_session_mirror
 from dpaudit.validation import check_delta, check_epsilon, check_finite
 
 __all__ = ["AboveThresholdRounds", "AuditedAboveThreshold", "Charge", "Session"]  # views from dpaudit.selection
@@ -88,15 +90,15 @@ def _as_sensitivity(sensitivity: float | Sensitivity, norm: Norm, mechanism: str
     return declared(sensitivity, norm, f"bound passed as a number to Session.{mechanism}()")
 
 
-def _admitted(budget_filter: BudgetFilter | AdaptiveBudgetFilter, event: PrivacyEvent) -> Any:
-    """``budget_filter.admit(event)``; an arithmetic fault of an accountant on extreme parameters (e.g. exp(ε) for
-    ε = 1e308) is a refusal, not a crash.
+def _admitted(decide: Callable[[PrivacyEvent, Snapshot], Any], event: PrivacyEvent, snapshot: Snapshot) -> Any:
+    """``decide(event, snapshot)`` (a filter's ``admit_fast`` or ``admit_slow``); an arithmetic fault of an accountant
+    on extreme parameters (e.g. exp(ε) for ε = 1e308) is a refusal, not a crash.
 
     Raises:
         AccountingError: the bound overflowed or divided by zero (nothing is charged).
     """
     try:
-        return budget_filter.admit(event)
+        return decide(event, snapshot)
     except ArithmeticError as exc:
         raise AccountingError(f"no privacy bound computable for this event ({exc}); nothing was charged") from None
 
@@ -150,8 +152,12 @@ class Session:
         delta: δ_B of the whole session, in (0, 1).
         name: human-readable name (MLflow run name).
         neighbouring: ``"add_remove"`` or ``"replace_one"``; every charged event must use it.
-        protected: names of the data sets the guarantee protects (stated in the certificate).
+        protected: names of the data sets the guarantee protects (stated in the certificate); when neither it nor
+            ``data`` names one, an unnamed ``"private data set"``.
         public: names of data used without privacy protection (e.g. a public test set), stated as such.
+        data: the user's own data sets (:mod:`dpaudit.data.sources`: ``dpaudit.data.csv(...)``, ``parquet``,
+            ``arrays``, ``torch_dataset``), loaded and checked before anything is written; each name is added to
+            ``protected`` or ``public`` by its role, and ``session.data(name)`` returns it.
         accountant: name of the accountant whose bound is certified (default: the tightest sound one); not with
             ``adaptive``.
         rng: randomness source; :class:`SecureRandom` by default. A seeded source marks the certificate
@@ -176,8 +182,9 @@ class Session:
         name: str = "dpaudit-session",
         *,
         neighbouring: Neighbouring | str = Neighbouring.ADD_REMOVE,
-        protected: Sequence[str] = ("private data set",),
+        protected: Sequence[str] | None = None,
         public: Sequence[str] = (),
+        data: Sequence[DataSource] = (),
         accountant: str | None = None,
         rng: RandomSource | None = None,
         store: Path | str | None = None,
@@ -195,6 +202,9 @@ class Session:
         except ValueError:
             raise InvalidParameter(
                 f"neighbouring must be 'add_remove' or 'replace_one', got {neighbouring!r}") from None
+        # the user's own data sets are loaded and checked now, before the ledger exists (dpaudit/data/sources.py)
+        named, public, self.data_sources = declare_sources(data, () if protected is None else protected, public)
+        protected = named if named or protected is not None else ("private data set",)  # none named: one unnamed
         if not protected:
             raise InvalidParameter("name at least one protected data set")
         self.name = name
@@ -213,20 +223,16 @@ class Session:
         self._closed = False
         self._close_status = ""  # the status the close record was written with
         self._certificate: dict[str, Any] | None = None  # set once every close step has succeeded
-        self._lock_depth = 0  # how deep the thread holding the session lock is nested in _locked()
         self._plugins: dict[str, str] = {}
+        self._touched: dict[str, tuple[str, ...]] = {}  # plugin → the protected data sets it has accessed, in order
         # what each charge has used of what it covers, and the live AboveThreshold rounds (their noisy thresholds),
         # keyed by charge seq; private, changed only under the filter lock (dpaudit/coverage.py)
         self._coverage: dict[int, CoverageState] = {}
         self._rounds: dict[tuple[int, int], AboveThreshold] = {}
-        # the MLflow mirror (a no-op when off): records are queued under the lock and sent after it is released
-        self._tracking = open_session_mirror(
-            mirror, tracking_uri, name,
-            params={"budget_epsilon": str(epsilon), "budget_delta": str(delta),
-                    "neighbouring": self.neighbouring.value, "accountant": accounted_by["name"]},
-            tags={"dpaudit.protected": ", ".join(self.protected), "dpaudit.for_release": str(self.rng.for_release)},
-            key_fingerprint=self.key_fingerprint)
-        self.run_id = self._tracking.run_id
+        # the run id is ours, not MLflow's; the mirror (a no-op when off) connects lazily in its own worker thread,
+        # so opening imports no MLflow: records are queued under the lock and sent by that thread
+        self.run_id = new_run_id()
+        self._tracking = open_session_mirror(mirror, tracking_uri, self.run_id)
         self.run_dir = self._root / self.run_id
         self._ledger = Ledger.create(self.run_dir / run_store.LEDGER)
         # raw values, only on request, in their own 0600 file: never in the MLflow store that `dpaudit ui` serves
@@ -244,7 +250,9 @@ class Session:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.close(status="FAILED" if exc_type is not None else "FINISHED")
+        """Close with the status of how the block ended (:func:`dpaudit.lifecycle.exit_status`): ``FINISHED``, or
+        ``ABORTED`` (interrupted), ``REFUSED`` (bad input, over budget), ``FAILED``, which are not for release."""
+        self.close(status=exit_status(exc_type))
 
     # --- state ------------------------------------------------------------------------------------------------
 
@@ -283,24 +291,14 @@ class Session:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        """The session's lock (the filter lock); leaving its outermost level sends the queued records to MLflow.
+        """The session's lock (the filter lock, re-entrant).
 
-        Ledger appends, admissions and coverage changes happen under this lock; the mirror's sends happen after the
-        thread releases it (:mod:`dpaudit.tracking.session_mirror`), so a slow MLflow server never blocks another
-        thread's charge. The depth counter changes only while the lock is held, by the thread holding it.
+        Ledger appends, admissions and coverage changes happen under this lock; records are only queued for the
+        MLflow mirror under it and sent by the mirror's own worker thread (:mod:`dpaudit.tracking.session_mirror`),
+        so a slow MLflow server never blocks a thread's charge.
         """
-        outermost = False
-        try:
-            with self._filter.lock:
-                self._lock_depth += 1
-                try:
-                    yield
-                finally:
-                    self._lock_depth -= 1
-                    outermost = self._lock_depth == 0
-        finally:
-            if outermost:
-                self._tracking.drain()
+        with self._filter.lock:
+            yield
 
     def _append(self, body: RecordBody) -> Record:
         """Append one record and queue it for the mirror, under the session's lock.
@@ -325,8 +323,13 @@ class Session:
         if self._closed:
             raise DPAuditError("session is closed; open a new Session")
 
-    def charge(self, event: PrivacyEvent, *, plugin: str, mechanism: str) -> Charge:
+    def charge(self, event: PrivacyEvent, *, plugin: str, mechanism: str,
+               imputation: private_inputs.Imputation | None = None) -> Charge:
         """Reserve budget for ``event`` and write its ``charge`` record, before any noise is drawn.
+
+        ``imputation`` is the public rule the release applies to its private numbers (the session's own mechanisms
+        pass :data:`~dpaudit.mechanisms.private_inputs.RULE`); it is recorded in the charge record, the same for
+        every such charge whatever the data.
 
         Raises:
             BudgetExceeded: the composed ε would exceed the budget; nothing is charged or written.
@@ -344,16 +347,36 @@ class Session:
             )
         described = event.to_dict()
         check_public(described, CONFIDENTIAL_KEYS, "charge record")
-        with self._locked():
-            self._check_open()
-            admission = _admitted(self._filter, event)
-            record = self._ledger.append(CHARGE, ChargeBody(event=described, plugin=plugin, mechanism=mechanism,
-                                                            epsilon_spent=admission.epsilon,
-                                                            bound_source=admission.source).to_dict())
-            self._filter.commit(event, admission)
-            charge = Charge(record.seq, event, plugin, mechanism)
-            self._charges[record.seq] = charge
-            self._tracking.enqueue(record, self._filter.spent)
+        body = {"event": described, "plugin": plugin, "mechanism": mechanism,
+                "imputation": None if imputation is None else imputation.to_dict(),
+                "data": self._touched.get(plugin, ())}  # the protected sets this plugin accessed so far
+        while True:  # the expensive bound is computed on a snapshot without the lock (dpaudit/budget.py)
+            with self._locked():
+                self._check_open()
+                snapshot = self._filter.snapshot()
+                admission = _admitted(self._filter.admit_fast, event, snapshot)
+                if admission is not None:
+                    return self._commit_charge(event, body, admission)
+            try:
+                admission = _admitted(self._filter.admit_slow, event, snapshot)
+            except DPAuditError:
+                with self._locked():
+                    if self._filter.is_current(snapshot):
+                        raise
+                continue  # decided on events that are no longer all: decide again
+            with self._locked():
+                self._check_open()
+                if self._filter.is_current(snapshot):
+                    return self._commit_charge(event, body, admission)
+
+    def _commit_charge(self, event: PrivacyEvent, body: dict[str, Any], admission: Any) -> Charge:
+        """Append the charge record and commit ``event`` to the filter, in one step under the held lock."""
+        record = self._ledger.append(CHARGE, ChargeBody(**body, epsilon_spent=admission.epsilon,
+                                                        bound_source=admission.source).to_dict())
+        self._filter.commit(event, admission)
+        charge = Charge(record.seq, event, body["plugin"], body["mechanism"])
+        self._charges[record.seq] = charge
+        self._tracking.enqueue(record, self._filter.spent)
         return charge
 
     def holds(self, charge: Charge) -> bool:
@@ -496,9 +519,19 @@ class Session:
                                "logged there are not differentially private and are outside the release)")
         self._confidential.log(self.name, values, step)
 
-    def trial(self, name: str) -> contextlib.AbstractContextManager[None]:
-        """Mirror the records made inside the ``with`` block to a nested MLflow run (one tuning trial)."""
-        return self._tracking.trial(name)
+    def trial(self, name: str, params: Mapping[str, Any] | None = None) -> contextlib.AbstractContextManager[None]:
+        """Mirror the records made inside the ``with`` block to a nested MLflow run (one tuning trial).
+
+        Args:
+            name: the nested run's name.
+            params: the trial's hyperparameters (public: e.g. ``{"lr": 0.1, "C": 1.0}``), logged as the nested
+                run's MLflow params so that trials can be compared in the UI.
+
+        Raises:
+            InvalidParameter: an empty name, or params that are not a mapping of valid keys to strings, finite
+                numbers, bools or None, or that hold a confidential key (checked before anything is mirrored).
+        """
+        return self._tracking.trial(name, params)
 
     # --- mechanisms: thin calls into dpaudit/mechanisms/<name>.py (event, calibration, release) -----------------
 
@@ -507,7 +540,7 @@ class Session:
         """Release ``value`` (a number or array) with discrete Laplace noise; ε-DP for L1 sensitivity Δ."""
         event = self.laplace_event(sensitivity, epsilon, dimension=private_inputs.check_value(value), label=label,
                                    grid=grid)
-        charge = self.charge(event, plugin=plugin, mechanism="laplace")
+        charge = self.charge(event, plugin=plugin, mechanism="laplace", imputation=private_inputs.RULE)
         out = laplace.release(event, private_inputs.into_domain(value), self.rng)
         self.record_release(charge, out)
         return out
@@ -523,7 +556,7 @@ class Session:
         """Release ``value`` with discrete Gaussian noise calibrated to (ε, δ) for L2 sensitivity Δ."""
         event = gaussian.gaussian_event(self.neighbouring, _as_sensitivity(sensitivity, Norm.L2, "gaussian"), epsilon,
                                         delta, dimension=private_inputs.check_value(value), label=label, grid=grid)
-        charge = self.charge(event, plugin=plugin, mechanism="gaussian")
+        charge = self.charge(event, plugin=plugin, mechanism="gaussian", imputation=private_inputs.RULE)
         out = gaussian.release(event, private_inputs.into_domain(value), self.rng)
         self.record_release(charge, out)
         return out
@@ -539,7 +572,7 @@ class Session:
         n_candidates = private_inputs.check_scores(scores)
         event = self.exponential_event(sensitivity, epsilon, n_candidates=n_candidates, monotone=monotone,
                                        label=label)
-        charge = self.charge(event, plugin=plugin, mechanism="exponential")
+        charge = self.charge(event, plugin=plugin, mechanism="exponential", imputation=private_inputs.RULE)
         # exact: ints and Fractions are not rounded to floats (the sampler is exact on them)
         index = exponential.release(event, private_inputs.into_domain(scores), self.rng)
         self.record_release(charge, index)
@@ -588,7 +621,8 @@ class Session:
         """
         event = self.above_threshold_rounds_event(sensitivity, epsilon, max_queries=max_queries, rounds=rounds,
                                                   label=label, grid=grid)
-        return AboveThresholdRounds(self, self.charge(event, plugin=plugin, mechanism="above_threshold"))
+        return AboveThresholdRounds(self, self.charge(event, plugin=plugin, mechanism="above_threshold",
+                                                      imputation=private_inputs.RULE))
 
     def above_threshold_rounds_event(self, sensitivity: float | Sensitivity, epsilon: float, *, max_queries: int,
                                      rounds: int, label: str = "", grid: float | None = None) -> PrivacyEvent:
@@ -620,8 +654,13 @@ class Session:
             if relation is not self.neighbouring:
                 raise UnsupportedEvent(f"event is about {relation.value} neighbours but the session protects "
                                        f"{self.neighbouring.value}")
+        candidate = compose(list(events))
         with self._filter.lock:
-            return _admitted(self._filter, compose(list(events))).epsilon
+            snapshot = self._filter.snapshot()
+            admission = _admitted(self._filter.admit_fast, candidate, snapshot)
+        if admission is None:  # the expensive bound, without the lock
+            admission = _admitted(self._filter.admit_slow, candidate, snapshot)
+        return admission.epsilon
 
     def repeat_and_select(self, base_event: PrivacyEvent, distribution: str, params: Mapping[str, float], *,
                           plugin: str, label: str = "") -> tuple[Charge, int]:
@@ -670,8 +709,11 @@ class Session:
 
     # --- closing ----------------------------------------------------------------------------------------------
 
-    def close(self, status: str = "FINISHED") -> dict[str, Any]:
+    def close(self, status: str = FINISHED) -> dict[str, Any]:
         """Close the ledger, build and sign the certificate, write it (and the report) and mirror them.
+
+        ``status`` is how the run ended (:mod:`dpaudit.records`: ``FINISHED``, ``FAILED``, ``ABORTED``,
+        ``REFUSED``); only a ``FINISHED`` run's certificate is for release. Leaving a ``with`` block picks it.
 
         Idempotent and retryable: the ``close`` record is appended once (with the first call's ``status``); each
         later step (certificate and public key, the store's transparency-log entry, the reports;
@@ -697,6 +739,16 @@ class Session:
         self._tracking.finish(self._ledger, self.run_dir, self._close_status)
         self._certificate = certificate
         return certificate
+
+    @property
+    def close_status(self) -> str:
+        """The status the ``close`` record was written with (``""`` while no close record exists)."""
+        return self._close_status
+
+    @property
+    def certified(self) -> bool:
+        """Whether every close step has succeeded (certificate, log entry, reports)."""
+        return self._certificate is not None
 
     # --- plugin view and data ---
 
@@ -731,4 +783,26 @@ class Session:
             InvalidParameter: a name the session did not declare or the catalog does not know, a bad parameter.
         """
         self._check_open()
-        return open_data(self, name, parameters, plugin)
+        data = open_data(self, name, parameters, plugin)
+        if name in self.protected:
+            with self._locked():
+                touched = self._touched.get(plugin, ())
+                self._touched[plugin] = touched if name in touched else (*touched, name)
+        return data
+
+    # --- training the user's own model (dpaudit/privacy_engine.py) ---
+
+    @property
+    def accountant(self):  # -> Accountant | None
+        """The accountant whose bound the certificate states; None in an adaptive session (its Rényi filter)."""
+        return getattr(self._filter, "accountant", None)
+
+    def make_private(self, **kwargs: Any) -> tuple[Any, ...]:
+        """Opacus's ``make_private`` for the caller's own model, loss, optimizer and loop, charged to this session
+        before it returns: ``PrivacyEngine(session).make_private(**kwargs)``
+        (:meth:`dpaudit.privacy_engine.PrivacyEngine.make_private`; docs/opacus.md). The model is released after
+        the last planned step; to stop earlier and release, use a :class:`~dpaudit.privacy_engine.PrivacyEngine`.
+        """
+        from dpaudit.privacy_engine import PrivacyEngine
+
+        return PrivacyEngine(self).make_private(**kwargs)

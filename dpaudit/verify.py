@@ -21,13 +21,20 @@ Every check runs, and every failure is reported (not only the first):
    record names a Rényi filter) every prefix of the charges must pass that filter, by our RDP curves and by
    dp_accounting's, and the claim must be the filter's budget
    (:func:`dpaudit.accounting.filter_recheck.recheck_filter`);
-7. the certificate lists every assumption the charges rest on; a seeded (test) run is flagged not for release.
+7. the certificate lists every assumption the charges rest on; a seeded (test) run is flagged not for release,
+   and so is a run that did not close FINISHED (``run aborted``, ``run failed``, ``run refused``): both fail
+   unless ``allow_not_for_release`` accepts them, and the verdict then says so.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import json
 import math
 import os
+import secrets
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
@@ -41,11 +48,15 @@ from dpaudit.certificate import (
     FORMAT,
     READABLE_FORMATS,
     charged_events,
+    close_status,
     collect_assumptions,
     session_filter,
+    unfinished_reason,
     unsigned,
 )
+from dpaudit.components import certified_components
 from dpaudit.coverage import CoverageState, after_release, unused
+from dpaudit.display import plural
 from dpaudit.errors import DPAuditError, LedgerError, UncoveredRelease, VerificationError
 from dpaudit.events import LeafEvent, PrivacyEvent, compose
 from dpaudit.files import read_regular
@@ -53,8 +64,9 @@ from dpaudit.ledger import Record, read_records, verify_chain
 from dpaudit.progress import progress
 from dpaudit.public_values import find_confidential
 from dpaudit.records import CHARGE, OPEN, RELEASE, ReleaseBody
-from dpaudit.registry import load_plugins
+from dpaudit.registry import ensure_formulas
 from dpaudit.report import REPORT_FILES, report_from
+from dpaudit.sensitivity import DECLARED
 from dpaudit.sidecar import check_array_file
 from dpaudit.signing import key_fingerprint, verify_signature
 from dpaudit.tolerance import REL_TOL, within
@@ -85,6 +97,7 @@ class VerificationReport:
     claim: dict[str, Any] | None = None
     recheck: dict[str, Any] | None = None
     signing_key: TrustDecision | None = None
+    not_for_release: list[str] = field(default_factory=list)  # why not, also when --allow-not-for-release accepts it
 
     @property
     def valid(self) -> bool:
@@ -100,16 +113,36 @@ class VerificationReport:
     def to_dict(self) -> dict[str, Any]:
         return {"bundle": self.bundle, "valid": self.valid, "reasons": self.reasons,
                 "checks": [asdict(c) for c in self.checks], "claim": self.claim, "recheck": self.recheck,
-                "signing_key": None if self.signing_key is None else self.signing_key.to_dict()}
+                "signing_key": None if self.signing_key is None else self.signing_key.to_dict(),
+                "not_for_release": self.not_for_release}
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (reference counting still frees everything acyclic).
+
+    Verification builds a few objects per ledger record and keeps them to the end; each full collection walks all of
+    them, which made a quarter of the time of verifying 10⁵ records. The cycles made meanwhile are few and are
+    collected once the collector runs again.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@_cyclic_gc_paused()
 def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
                   trust: KeyTrust | None = None) -> VerificationReport:
     """Verify an evidence bundle folder offline (no MLflow needed).
 
     Args:
         bundle: folder with ``ledger.jsonl``, ``certificate.json`` and ``public_key.pem``.
-        allow_not_for_release: accept a seeded (test) run; by default it fails the ``for_release`` check.
+        allow_not_for_release: accept a seeded (test) run and one that did not close FINISHED (aborted, failed,
+            refused); by default they fail the ``for-release`` and ``run-status`` checks.
         trust: which signing keys are trusted; default :meth:`KeyTrust.default`, what ``dpaudit verify`` uses
             with no flags: the trust store and the key of the local store (``$DPAUDIT_HOME`` or
             ``./dpaudit_runs``). A run of another store needs ``KeyTrust.default(store)`` or a pinned key.
@@ -119,12 +152,12 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
 
     Raises:
         VerificationError: the ledger is missing or a file is unreadable (a usage problem, not an invalid run).
-        PluginError: an installed plugin fails to load (its sensitivity formulas could not be registered).
+        PluginError: a charge names a formula no loaded plugin registers, and an installed plugin fails to
+            load.
         TrustStoreError: the trust store is malformed.
     """
     bundle = Path(bundle)
     trust = trust if trust is not None else KeyTrust.default()
-    load_plugins()  # plugins register their sensitivity formulas; a broken plugin fails loudly here
     report = VerificationReport(str(bundle))
     if not os.path.lexists(bundle / run_store.LEDGER):
         raise VerificationError(f"{bundle} has no {run_store.LEDGER}: not an evidence bundle or run folder")
@@ -134,7 +167,7 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
         report.add("evidence-files", False, str(exc))
         return report
     chain = problems + verify_chain(records)
-    report.add("ledger-chain", not chain, "; ".join(chain) or f"{len(records)} records, hash chain intact")
+    report.add("ledger-chain", not chain, "; ".join(chain) or f"{plural(len(records), 'record')}, hash chain intact")
     _check_public_bodies(report, records)
     if not records:
         report.add("ledger-nonempty", False, "ledger holds no records")
@@ -156,57 +189,62 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
     _check_certificate(report, certificate, records, public_pem, allow_not_for_release)
     _check_key_trust(report, public_pem, trust)
     _check_run_binding(report, bundle, certificate, records[0].body if records[0].type == OPEN else {}, trust)
-    _check_reports(report, bundle, records, certificate)
     try:
         charges = charged_events(records)
     except DPAuditError as exc:
+        _check_reports(report, bundle, records, certificate, None)
         report.add("events-decode", False, str(exc))
         return report
-    report.add("events-decode", True, f"{len(charges)} charges decoded")
+    _check_reports(report, bundle, records, certificate, charges)
+    report.add("events-decode", True, f"{plural(len(charges), 'charge')} decoded")
     _check_charges(report, records, charges)
     _check_releases(report, bundle, records, charges)
     opened = records[0].body if records[0].type == OPEN else {}
     _check_claim(report, certificate, charges, opened)
-    listed = {(a["id"], a["statement"]) for a in certificate.get("assumptions", [])}
+    _check_components(report, records, certificate, charges)
+    assumptions = certificate.get("assumptions", [])
+    if not (isinstance(assumptions, list) and all(isinstance(a, dict) and isinstance(a.get("id"), str)
+                                                  and isinstance(a.get("statement"), str) for a in assumptions)):
+        report.add("assumptions-listed", False, "the certificate's assumptions are not a list of {id, statement}")
+        return report  # a hostile certificate: reported, not a crash
+    listed = {(a["id"], a["statement"]) for a in assumptions}
     needed = {(a["id"], a["statement"]) for a in collect_assumptions(charges, adaptive="adaptive" in opened)}
     missing = needed - listed
-    conditional = sum(1 for a in certificate.get("assumptions", []) if a.get("conditional"))
+    conditional = sum(1 for a in assumptions if a.get("conditional"))
     report.add("assumptions-listed", not missing,
                f"missing from certificate: {sorted(i for i, _ in missing)}" if missing
-               else f"{len(needed)} assumptions listed ({conditional} conditional)")
+               else f"{plural(len(needed), 'assumption')} listed ({conditional} conditional)")
     return report
 
 
-def _check_reports(report: VerificationReport, bundle: Path, records: list[Record], cert: dict[str, Any]) -> None:
+def _check_reports(report: VerificationReport, bundle: Path, records: list[Record], cert: dict[str, Any],
+                   charges: list[tuple[int, PrivacyEvent]] | None) -> None:
     """Every report file the bundle carries (:data:`dpaudit.report.REPORT_FILES`) is what a reviewer reads but is
     not signed, so it must be byte for byte the report regenerated from the checked ledger and certificate. The
     one field taken from the file is ``report.json``'s ``run.run_dir`` (the folder it was written in), a path of at
-    most :data:`MAX_RUN_DIR_CHARS` characters whose last component is the certificate's run id."""
+    most :data:`MAX_RUN_DIR_CHARS` characters whose last component is the certificate's run id. ``charges``: the
+    charges as decoded for the other checks, reused by the report model (None where they do not decode)."""
     present = [name for name in REPORT_FILES if os.path.lexists(bundle / name)]
     if not present:
         report.add("reports", True, "the bundle carries no report files: nothing to compare")
         return
     try:
-        model = report_from(records, cert, "")
+        model = report_from(records, cert, "", decoded=None if charges is None else dict(charges))
     except DPAuditError as exc:
         report.add("reports", False, f"cannot regenerate the reports from the ledger: {exc}")
         return
     run = cert.get("run") if isinstance(cert.get("run"), dict) else {}
     problems = []
     for name in present:
-        expected = REPORT_FILES[name](model).encode("utf-8")
+        # report.json names the folder it was written in: rendered once, with a fresh placeholder in that place
+        # (its non-ASCII letter, quote and backslash show how the renderer escapes a string)
+        placeholder = secrets.token_hex(16) + '\u00e9"\\' if name == run_store.REPORT_JSON else ""
+        expected = REPORT_FILES[name]({**model, "run": {**model["run"], "run_dir": placeholder}}).encode("utf-8")
         slack = 2**20 + MAX_RUN_DIR_CHARS * 6  # room for an edit (reported as a difference) and a \u-escaped run_dir
         try:
             found = read_regular(bundle / name, len(expected) + slack, VerificationError)
-            if name == run_store.REPORT_JSON:
-                written_in = canonical.loads_object(found.decode("utf-8"), name, VerificationError).get("run", {})
-                run_dir = written_in.get("run_dir") if isinstance(written_in, dict) else None
-                if not (isinstance(run_dir, str) and len(run_dir) <= MAX_RUN_DIR_CHARS
-                        and (run.get("id") is None or PurePath(run_dir).name == run.get("id"))):
-                    raise VerificationError(f"{name} names run folder {str(run_dir)[:80]!r}, not one of run "
-                                            f"{run.get('id')!r}")
-                model["run"]["run_dir"] = run_dir
-                expected = REPORT_FILES[name](model).encode("utf-8")
+            if placeholder:
+                expected = _with_run_dir(name, expected, placeholder, found, run.get("id"))
         except (VerificationError, UnicodeDecodeError) as exc:
             problems.append(f"{name}: {exc}")
             continue
@@ -216,6 +254,39 @@ def _check_reports(report: VerificationReport, bundle: Path, records: list[Recor
                             f"{at}): edited after the run closed?")
     report.add("reports", not problems, "; ".join(problems) or
                f"{', '.join(present)} identical to the reports regenerated from the ledger and certificate")
+
+
+def _with_run_dir(name: str, expected: bytes, placeholder: str, found: bytes, run_id: Any) -> bytes:
+    """``expected`` (``report.json`` rendered with ``placeholder`` as ``run.run_dir``) with the folder named at that
+    place in ``found`` instead: the report regenerated for the folder the file says it was written in.
+
+    The placeholder is fresh random text, so it occurs once, spelled as the renderer spells strings (``\\u``
+    escapes or UTF-8, which the placeholder's non-ASCII letter tells apart), and the folder is spelled the same way;
+    a file that differs from ``expected`` anywhere but there is left to the byte comparison. The folder must be a
+    JSON string of at most :data:`MAX_RUN_DIR_CHARS` characters whose last component is ``run_id``.
+
+    Raises:
+        VerificationError: the file names no such folder, or the regenerated report does not show the placeholder.
+    """
+    for ascii_only in (False, True):
+        parts = expected.split(json.dumps(placeholder, ensure_ascii=ascii_only).encode("utf-8"))
+        if len(parts) == 2:
+            break
+    else:
+        raise VerificationError(f"the regenerated {name} does not name its folder once as a JSON string")
+    before, after = parts
+    if not (found.startswith(before) and found.endswith(after) and len(found) >= len(before) + len(after)):
+        return expected
+    literal = found[len(before):len(found) - len(after)]
+    try:
+        run_dir = json.loads(literal) if len(literal) <= 2 + MAX_RUN_DIR_CHARS * 6 else None
+    except (ValueError, RecursionError):
+        run_dir = None
+    if not (isinstance(run_dir, str) and len(run_dir) <= MAX_RUN_DIR_CHARS
+            and (run_id is None or PurePath(run_dir).name == run_id)):
+        raise VerificationError(f"{name} names run folder {literal[:80].decode('utf-8', 'replace')}, not one of run "
+                                f"{run_id!r}")
+    return before + json.dumps(run_dir, ensure_ascii=ascii_only).encode("utf-8") + after
 
 
 def _check_certificate(report: VerificationReport, cert: dict[str, Any], records: list[Record], public_pem: str,
@@ -241,6 +312,12 @@ def _check_certificate(report: VerificationReport, cert: dict[str, Any], records
     for_release = bool(opened.get("randomness", {}).get("for_release"))
     report.add("for-release", for_release or allow_not_for_release,
                "secure randomness" if for_release else "seeded randomness: NOT FOR RELEASE")
+    unfinished = unfinished_reason(close_status(records))
+    report.not_for_release += ([] if for_release else ["seeded randomness"]) + ([unfinished] if unfinished else [])
+    report.add("run-status", unfinished is None or allow_not_for_release,
+               "the run closed FINISHED" if unfinished is None else
+               unfinished + (": NOT FOR RELEASE, accepted with --allow-not-for-release" if allow_not_for_release
+                             else ""))
 
 
 def _check_key_trust(report: VerificationReport, public_pem: str, trust: KeyTrust) -> None:
@@ -332,7 +409,15 @@ def _fingerprint(public_pem: str) -> str:
         return ""
 
 
+def _load_plugins_if_needed(charges: list[tuple[int, PrivacyEvent]]) -> None:
+    """Register the sensitivity formulas the charges name: the kernel's are always there; a plugin's come from its
+    light formulas module, else from loading the installed plugins (a broken one fails loudly here). A run that
+    uses the kernel's formulas only, or plugins with light formulas modules, never imports a plugin (or torch)."""
+    ensure_formulas({leaf.sensitivity.formula for _, event in charges for leaf, _ in event.leaves()} - {DECLARED})
+
+
 def _check_charges(report: VerificationReport, records: list[Record], charges: list[tuple[int, PrivacyEvent]]) -> None:
+    _load_plugins_if_needed(charges)
     relation = records[0].body.get("neighbouring")
     problems: list[str] = []
     recomputed = declared = 0
@@ -360,7 +445,8 @@ def _check_charges(report: VerificationReport, records: list[Record], charges: l
             if (problem := privacy_map_problem(leaf)) is not None:  # the accountants' map and tolerance
                 problems.append(f"charge {seq}: {problem}")
     report.add("charges", not problems, "; ".join(problems) or
-               f"{len(charges)} charges; {recomputed} sensitivities recomputed from public inputs, {declared} "
+               f"{plural(len(charges), 'charge')}; {plural(recomputed, 'sensitivity', 'sensitivities')} recomputed "
+               f"from public inputs, {declared} "
                "declared (listed as assumptions); noise parameters match every charge")
 
 
@@ -447,6 +533,38 @@ def _check_claim(report: VerificationReport, cert: dict[str, Any], charges: list
         return
     report.recheck = asdict(result)
     report.add("recompose", result.ok, result.reason)
+
+
+def _check_components(report: VerificationReport, records: list[Record], cert: dict[str, Any],
+                      charges: list[tuple[int, PrivacyEvent]]) -> None:
+    """The certificate's per-component costs (:mod:`dpaudit.components`), which the report shows, are upper-bound
+    claims: each is recomputed from the ledger with the run's accountant and must not be below its recomputation
+    (:func:`~dpaudit.tolerance.within`). A certificate made before the field has none: its report composes them."""
+    listed = cert.get("components")
+    if listed is None:
+        report.add("components", True, "the certificate lists no component costs (made before the field): the "
+                   "report composes them from the ledger")
+        return
+    claim = cert.get("claim")
+    try:
+        recomputed = certified_components(records, claim if isinstance(claim, dict) else {}, dict(charges))
+    except (DPAuditError, KeyError, TypeError) as exc:
+        report.add("components", False, f"component costs not recomputable: {exc}")
+        return
+    if not isinstance(listed, list) or not all(isinstance(c, dict) for c in listed) \
+            or sorted(str(c.get("component")) for c in listed) != sorted(r["component"] for r in recomputed):
+        report.add("components", False, "the certificate's components are not the ledger's (plugin, mechanism) pairs")
+        return
+    by_key = {c["component"]: c.get("epsilon") for c in listed}
+    problems = []
+    for r in recomputed:
+        claimed = by_key[r["component"]]
+        if r["epsilon"] is None:
+            continue  # no bound applies (adaptive session, accountant error): nothing is claimed that could be low
+        if not isinstance(claimed, (int, float)) or isinstance(claimed, bool) or not within(r["epsilon"], claimed):
+            problems.append(f"{r['component']}: claimed epsilon {claimed!r} < recomputed {r['epsilon']:.6g}")
+    report.add("components", not problems, "; ".join(problems) or
+               f"{plural(len(recomputed), 'component cost')} recomputed, each claim an upper bound")
 
 
 def _check_filter_claim(report: VerificationReport, claim: dict[str, Any], charges: list[tuple[int, PrivacyEvent]],

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from dpaudit import canonical, transparency
 from dpaudit import store as run_store
+from dpaudit.display import plural
 from dpaudit.errors import DPAuditError, VerificationError
 from dpaudit.trust import KeyTrust
 from dpaudit.verify import VerificationReport
@@ -59,7 +60,8 @@ def verify_store(root: Path, *, trust: KeyTrust | None = None,
     if head is not None and head.store_id != store_id:
         problems.append(f"the head names store {head.store_id!r}, the store is {store_id!r}")
     report.add("log-head", not problems, "; ".join(problems) or
-               (f"signed head {head.token}, {len(entries)} entries" if head else "empty log (no run closed yet)"))
+               (f"signed head {head.token}, {plural(len(entries), 'entry', 'entries')}" if head
+                else "empty log (no run closed yet)"))
     if head is not None:
         decision = trust.decide(head.key_fingerprint)
         report.add("log-key", decision.acceptable, f"log head signed by key {head.key_fingerprint} " + (

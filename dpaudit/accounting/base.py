@@ -75,7 +75,7 @@ class Accountant(ABC):
         """
         delta = check_delta(delta)
         _, counts = tally(event)
-        return self.epsilon_of_tally(counts, delta)
+        return self.epsilon_of_tally(counts, delta, event)
 
     def epsilon_with_source(self, event: PrivacyEvent, delta: float) -> tuple[float, str]:
         """(ε, the name of the accountant that attained it): this accountant's own :meth:`epsilon` and name.
@@ -87,12 +87,20 @@ class Accountant(ABC):
         """
         return self.epsilon(event, delta), self.name
 
-    def epsilon_of_tally(self, counts: dict[LeafSpec, int], delta: float) -> float:
-        """ε for an already tallied event (δ already validated); shared by :meth:`epsilon` and the tightest."""
+    def epsilon_of_tally(self, counts: dict[LeafSpec, int], delta: float, event: PrivacyEvent | None = None) -> float:
+        """ε for an already tallied event (δ already validated); shared by :meth:`epsilon` and the tightest.
+
+        Args:
+            counts: the event's tally.
+            delta: δ.
+            event: the event itself, when known: an accountant whose numerics depend on the order in which the
+                parts are composed (the PLD) composes it in its own canonical order (:meth:`_epsilon_for_event`).
+        """
         reason = self._unsupported_reason(counts)
         if reason is not None:
             raise UnsupportedEvent(f"{self.name} accountant: {reason}")
-        eps = float(self._epsilon_for(counts, delta))
+        eps = float(self._epsilon_for(counts, delta) if event is None
+                    else self._epsilon_for_event(event, counts, delta))
         if math.isnan(eps):
             raise AccountingError(f"{self.name} accountant produced NaN")
         if math.isinf(eps):
@@ -108,3 +116,7 @@ class Accountant(ABC):
     @abstractmethod
     def _epsilon_for(self, counts: dict[LeafSpec, int], delta: float) -> float:
         """The bound; may return inf (no finite bound at δ), never a value below the true ε."""
+
+    def _epsilon_for_event(self, event: PrivacyEvent, counts: dict[LeafSpec, int], delta: float) -> float:
+        """The bound of ``event`` (tally ``counts``): the tally's, unless the accountant composes in its own order."""
+        return self._epsilon_for(counts, delta)

@@ -19,6 +19,7 @@ table its module registers in (:mod:`dpaudit.mechanisms.registry`), so a new pur
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -157,6 +158,7 @@ def _pure_spec(leaf: LeafEvent, epsilon: float) -> PureSpec:
     return PureSpec(epsilon)
 
 
+@functools.lru_cache(maxsize=1024)  # its δ check costs milliseconds; tally and the PLD's parts both ask
 def _gaussian_spec(leaf: GaussianEvent) -> tuple[LeafSpec, int]:
     achieved = gaussian_event_delta(leaf)
     if not within(achieved, leaf.delta):
@@ -234,6 +236,14 @@ def _count(events: tuple[PrivacyEvent, ...], relations: set[Neighbouring], count
             relations.add(unit.neighbouring)  # type: ignore[attr-defined]  (leaves and repeat-and-select have one)
             spec, applications = describe(unit)  # type: ignore[arg-type]
             counts[spec] = counts.get(spec, 0) + multiplicity * applications
+
+
+def event_counts(event: PrivacyEvent) -> dict[LeafSpec, int]:
+    """``event``'s applications counted per spec (first-appearance order), without :func:`tally`'s cache or its
+    relation check: for an accountant that composes the parts of an already tallied event one by one (the PLD)."""
+    counts: dict[LeafSpec, int] = {}
+    _count((event,), set(), counts)
+    return counts
 
 
 _Tallied = tuple[tuple[PrivacyEvent, ...], frozenset[Neighbouring], dict[LeafSpec, int]]

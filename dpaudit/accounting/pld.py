@@ -31,19 +31,33 @@ there dp_accounting's ε fell below an independent lower bound (:mod:`dpaudit.ac
 Discretisation: :data:`VALUE_DISCRETIZATION_INTERVAL` = 2·10⁻⁴ (10⁵ DP-SGD steps at q = 256/60000, σ = 1.1 take
 about 0.3 s with cold caches; 10⁻⁴ changes ε by about 0.01 %).
 
-Caching: one PLD per leaf spec and per (spec, count) self-composition, and the last composed result with its
-tally, so that a growing composition (the budget filter) composes only what was appended. The fold order is the
-tally's (first appearance in the event), so a result is a function of the event alone, cached or not.
+Composition order (docs/accounting.md, section "pld"): the PLD of a composed event is the left fold, in the
+event's order, over its *runs*, maximal stretches of consecutive parts with the same tally, each run the fold
+of its tally's self-composed specs (first-appearance order) with counts times the run's length. It is a function of
+the event alone, and it is what the budget filter computes incrementally (the previous fold is kept, so a new part
+costs one composition, :class:`FoldCache`), what the certificate computes from the ledger's charges and what
+``dpaudit verify`` recomputes: the same floating-point operations in the same order, hence the same ε, bit for bit.
+A tally alone (:meth:`PldAccountant.composed`) is one run of length 1.
+
+ε is read off a composed PLD by :class:`HockeyStick` (the same hockey-stick formula as dp_accounting's
+``get_epsilon_for_delta``, vectorised with numpy instead of a Python loop over the loss grid).
+
+Caching: one PLD per leaf spec and per (spec, count) self-composition (module level), and per accountant the last
+fold, which can also step back one part (:class:`FoldCache`).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import threading
+from dataclasses import dataclass
 
 import dp_accounting
 import numpy as np
+from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from scipy import signal
 
 from dpaudit.accounting.base import Accountant, DeltaUnreachable, OutsideControlledRegime, package_versions
 from dpaudit.accounting.charges import (
@@ -53,8 +67,10 @@ from dpaudit.accounting.charges import (
     PoissonGaussianSpec,
     PureSpec,
     RepeatSelectSpec,
+    event_counts,
 )
 from dpaudit.errors import AccountingError
+from dpaudit.events import ComposedEvent, PrivacyEvent
 
 VALUE_DISCRETIZATION_INTERVAL = 2e-4
 #: Noise mass dp_accounting's discrete Gaussian PLD drops per release (truncation at ⌈11.6σ⌉).
@@ -68,6 +84,9 @@ FFT_NOISE_SHARE = 1e-2
 NOISE_RESERVE = 10.0
 #: Observed negative mass is multiplied by this to cover the positive rounding noise of the same size.
 NEGATIVE_MASS_FACTOR = 4.0
+#: Probability mass each composition may cut from the tails of the composed PMF (dp_accounting's default): the left
+#: tail is added to the smallest loss kept and the right tail to the infinite loss, so the estimate stays pessimistic.
+TAIL_MASS_TRUNCATION = 1e-15
 
 
 def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True) -> str | None:
@@ -130,6 +149,225 @@ def fold(start: pld_lib.PrivacyLossDistribution | None, items: list[tuple[LeafSp
     return out
 
 
+def _prefix_within(probs: np.ndarray, threshold: float) -> int:
+    """The longest prefix of ``probs`` whose running sum stays ≤ ``threshold`` (dp_accounting's
+    ``_find_prefix_to_truncate``: the same sequential sums, by ``np.cumsum`` instead of a Python loop)."""
+    for window in (probs[:FIRST_LOSSES], probs):  # the cut is usually short: the head's running sums come first
+        over = np.cumsum(window) > threshold
+        if over.any():
+            return int(np.argmax(over))
+    return len(probs)
+
+
+def _compose_pmfs(first, second):
+    """dp_accounting's ``compose_pmfs`` with pessimistic tail truncation (:data:`TAIL_MASS_TRUNCATION`), vectorised.
+
+    Small sparse PMFs are composed by dp_accounting itself; dense ones by ``fftconvolve`` exactly as
+    ``DensePLDPmf.compose`` does, then the longest prefix and suffix of mass ≤ half the truncation each are cut: the
+    prefix's mass is added to the first loss kept (losses only rounded up) and the suffix's to the infinite loss.
+    """
+    if isinstance(first, pld_pmf.SparsePLDPmf) and isinstance(second, pld_pmf.SparsePLDPmf) \
+            and first.size * second.size <= pld_pmf._MAX_PMF_SPARSE_SIZE:
+        return first.compose(second, TAIL_MASS_TRUNCATION)
+    first, second = first.to_dense_pmf(), second.to_dense_pmf()
+    first.validate_composable(second)
+    probs = signal.fftconvolve(first._probs, second._probs)
+    left = _prefix_within(probs, TAIL_MASS_TRUNCATION / 2)
+    right = max(len(probs) - _prefix_within(probs[::-1], TAIL_MASS_TRUNCATION / 2), left + 1)
+    left_mass, right_mass = np.sum(probs[:left]), np.sum(probs[right:])
+    kept = probs[left:right]
+    kept[0] += left_mass
+    infinity = first._infinity_mass + second._infinity_mass - first._infinity_mass * second._infinity_mass
+    return pld_pmf.DensePLDPmf(first._discretization, first._lower_loss + second._lower_loss + left, kept,
+                               infinity + right_mass, True)
+
+
+def compose(first: pld_lib.PrivacyLossDistribution,
+            second: pld_lib.PrivacyLossDistribution) -> pld_lib.PrivacyLossDistribution:
+    """``first.compose(second)`` of dp_accounting (remove and add PMFs composed separately unless both PLDs are
+    symmetric), through :func:`_compose_pmfs`."""
+    remove = _compose_pmfs(first._pmf_remove, second._pmf_remove)
+    if first._symmetric and second._symmetric:
+        return pld_lib.PrivacyLossDistribution(remove)
+    return pld_lib.PrivacyLossDistribution(remove, _compose_pmfs(first._pmf_add, second._pmf_add))
+
+
+#: One run: the tally of a part of a composition, as (spec, count) pairs, and how many consecutive parts have it.
+Run = tuple[tuple[tuple[LeafSpec, int], ...], int]
+
+
+def run_pld(run: Run) -> pld_lib.PrivacyLossDistribution:
+    """The pessimistic PLD of one run: its tally's specs, each self-composed count × length times, folded in order."""
+    items, length = run
+    return fold(None, [(spec, count * length) for spec, count in items], True, VALUE_DISCRETIZATION_INTERVAL)
+
+
+def parts(event: PrivacyEvent) -> tuple[PrivacyEvent, ...]:
+    """What the canonical fold runs over: a composed event's events in order, any other event alone."""
+    return event.events if isinstance(event, ComposedEvent) else (event,)
+
+
+class Fold:
+    """The canonical fold of the first ``length`` parts of a composition (module docstring, "Composition order").
+
+    It keeps the PLD of every run but the last (``before``), the last run, and the same two one run earlier, so that
+    it can grow by a part (:meth:`extended`) or step back by one (:meth:`without_last`, for a refused candidate)
+    without composing anything again. Its own PLD is composed only when asked for (:meth:`pld`), so a fold from
+    scratch composes once per run, not once per part. Every PLD it hands out is ``before`` composed with the last
+    run's, by the same operations whichever way the fold was reached.
+    """
+
+    def __init__(self, length: int, before: pld_lib.PrivacyLossDistribution | None, run: Run,
+                 earlier: tuple[pld_lib.PrivacyLossDistribution | None, Run] | None = None,
+                 pld: pld_lib.PrivacyLossDistribution | None = None) -> None:
+        self.length = length
+        self.before = before
+        self.run = run
+        self.earlier = earlier
+        self._pld = pld
+
+    def pld(self) -> pld_lib.PrivacyLossDistribution:
+        """The PLD of the parts folded (composed on first use; two threads asking at once compute the same)."""
+        if self._pld is None:
+            part = run_pld(self.run)
+            self._pld = part if self.before is None else compose(self.before, part)
+        return self._pld
+
+    def extended(self, items: tuple[tuple[LeafSpec, int], ...]) -> Fold:
+        """The fold with one more part, whose tally is ``items``."""
+        if items == self.run[0]:
+            return Fold(self.length + 1, self.before, (items, self.run[1] + 1), self.earlier)
+        return Fold(self.length + 1, self.pld(), (items, 1), (self.before, self.run))
+
+    def without_last(self) -> Fold | None:
+        """The fold of one part fewer (None when that is empty or was not kept)."""
+        if self.run[1] > 1:
+            return Fold(self.length - 1, self.before, (self.run[0], self.run[1] - 1), self.earlier)
+        if self.earlier is None or self.before is None:
+            return None
+        return Fold(self.length - 1, self.earlier[0], self.earlier[1], None, self.before)
+
+
+def start_fold(items: tuple[tuple[LeafSpec, int], ...]) -> Fold:
+    """The fold of a first part whose tally is ``items``."""
+    return Fold(1, None, (items, 1))
+
+
+class FoldCache:
+    """An accountant's last fold, so that a growing composition (the budget filter) composes only what was appended.
+
+    The entry (the parts and their fold) is read and replaced under a lock; threads folding different compositions
+    only replace each other's entry (costing speed, never correctness: a fold's PLD does not depend on where it
+    resumed).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entry: tuple[tuple[PrivacyEvent, ...], Fold] | None = None
+
+    def fold(self, events: tuple[PrivacyEvent, ...]) -> Fold:
+        """The fold of ``events``, resuming from the cached fold, or from it less its last part (a refused
+        candidate), when that is a prefix of ``events``.
+
+        Raises:
+            AccountingError: nothing to compose.
+        """
+        with self._lock:
+            entry = self._entry
+        state = None
+        if entry is not None:
+            cached, last = entry
+            for resume in (last, last.without_last()):
+                if resume is not None and resume.length <= len(events) \
+                        and events[: resume.length] == cached[: resume.length]:
+                    state = resume
+                    break
+        for index in range(0 if state is None else state.length, len(events)):
+            items = tuple(event_counts(events[index]).items())
+            state = start_fold(items) if state is None else state.extended(items)
+        if state is None:
+            raise AccountingError("pld: nothing to compose")
+        with self._lock:
+            self._entry = (events, state)
+        return state
+
+
+#: The hockey-stick search first looks at this many of the largest losses, then four times as many, and so on.
+FIRST_LOSSES = 4096
+
+
+class _Tails:
+    """One PMF seen from its largest loss down: ℓ_0 > ℓ_1 > … and the masses above each, U_k = P_∞ + Σ_{j<k} p_j and
+    L_k = Σ_{j<k} e^{−ℓ_j} p_j (k = 0 … n), computed for a prefix of the losses at a time (:data:`FIRST_LOSSES`).
+
+    A prefix's running sums are those of the whole array (``np.cumsum`` adds in order), so the answer does not depend
+    on how far the search had to look.
+    """
+
+    def __init__(self, pmf) -> None:
+        dense = pmf.to_dense_pmf()
+        self._probs = np.asarray(dense._probs, dtype=float)[::-1]
+        self._top = dense._lower_loss + len(self._probs) - 1
+        self._step = dense._discretization
+        self._infinity = float(dense._infinity_mass)
+        self._prefix: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _masses(self, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ℓ_0 … ℓ_{m−1}, U_0 … U_m, L_0 … L_m)."""
+        if self._prefix is None or len(self._prefix[0]) < m:
+            probs = self._probs[:m]
+            losses = (self._top - np.arange(len(probs))) * self._step
+            upper = np.cumsum(np.concatenate(([self._infinity], probs)))
+            lower = np.cumsum(np.concatenate(([0.0], np.exp(-losses) * probs)))
+            self._prefix = (losses, upper, lower)
+        losses, upper, lower = self._prefix
+        return losses[:m], upper[: m + 1], lower[: m + 1]
+
+    def epsilon(self, delta: float) -> float:
+        """The smallest ε ≥ 0 with δ(ε) = Σ_{ℓ_j > ε} p_j (1 − e^{ε−ℓ_j}) + P_∞ ≤ δ (inf when P_∞ > δ).
+
+        dp_accounting's ``_get_epsilon_for_delta``, vectorised: walking down the losses, it stops before adding ℓ_k
+        when the solution of U_k − e^ε L_k = δ lies at or above ℓ_k (check C_k), or after adding it when the masses
+        reach δ with L still 0 (check Z_k: losses so large that e^{−ℓ} underflows; the answer is ℓ_k).
+        """
+        if self._infinity > delta:
+            return math.inf
+        n = len(self._probs)
+        m = min(n, FIRST_LOSSES)
+        while True:
+            losses, upper, lower = self._masses(m)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                solution = np.log((upper - delta) / lower)
+            stop = (upper[:-1] > delta) & (lower[:-1] > 0) & (solution[:-1] >= losses)
+            underflow = (upper[1:] >= delta) & (lower[1:] == 0)
+            k_stop = int(np.argmax(stop)) if stop.any() else m
+            k_under = int(np.argmax(underflow)) if underflow.any() else m
+            if k_under < k_stop:
+                return max(0.0, float(losses[k_under]))
+            if k_stop < m or m == n:
+                break
+            m = min(n, 4 * m)
+        if upper[k_stop] <= lower[k_stop] + delta:
+            return 0.0
+        return float(solution[k_stop])
+
+
+@dataclass(frozen=True)
+class HockeyStick:
+    """ε(δ) of a PLD: the larger over its remove and add PMFs (one PMF when the PLD is symmetric)."""
+
+    tails: tuple[_Tails, ...]
+
+    @classmethod
+    def of(cls, pld: pld_lib.PrivacyLossDistribution) -> HockeyStick:
+        pmfs = {id(pmf): pmf for pmf in (pld._pmf_remove, pld._pmf_add) if pmf is not None}
+        return cls(tuple(_Tails(pmf) for pmf in pmfs.values()))
+
+    def epsilon(self, delta: float) -> float:
+        """The smallest ε ≥ 0 at which both hockey-stick divergences are at most δ."""
+        return max(t.epsilon(delta) for t in self.tails)
+
+
 def fft_noise(pld: pld_lib.PrivacyLossDistribution, applications: int, epsilon: float) -> float:
     """Estimated absolute floating-point error of δ(ε) computed from a composed PLD (module docstring, "Regime").
 
@@ -176,7 +414,8 @@ def epsilon_from_pld(pld: pld_lib.PrivacyLossDistribution, counts: dict[LeafSpec
     """
     tail = DISCRETE_GAUSSIAN_TAIL * sum(k for s, k in counts.items() if isinstance(s, DiscreteGaussianSpec))
     target = delta * (1.0 - TRUNCATION_DELTA_SHARE) if tail else delta
-    eps = float(pld.get_epsilon_for_delta(target))
+    profile = HockeyStick.of(pld)
+    eps = profile.epsilon(target)
     if math.isfinite(eps):
         reserve = NOISE_RESERVE * fft_noise(pld, sum(counts.values()), eps)
         if not reserve <= FFT_NOISE_SHARE * delta:
@@ -184,22 +423,24 @@ def epsilon_from_pld(pld: pld_lib.PrivacyLossDistribution, counts: dict[LeafSpec
                 f"pld outside its controlled regime: FFT rounding error in delta about {reserve / NOISE_RESERVE:.2g}, "
                 f"not small against delta = {delta:.3g} (limit {FFT_NOISE_SHARE / NOISE_RESERVE:g} * delta)")
         if reserve > 0:
-            eps = float(pld.get_epsilon_for_delta(target - reserve))
+            eps = profile.epsilon(target - reserve)
     if tail and not tail * (1.0 + math.exp(min(eps, 700.0))) <= TRUNCATION_DELTA_SHARE * delta:
         raise DeltaUnreachable(f"pld: the discrete Gaussian truncation ({tail:g}) does not fit in delta = {delta!r}")
     return eps
 
 
 class PldAccountant(Accountant):
-    """dp_accounting PLD, pessimistic estimate, interval :data:`VALUE_DISCRETIZATION_INTERVAL`."""
+    """dp_accounting PLD, pessimistic estimate, interval :data:`VALUE_DISCRETIZATION_INTERVAL`, composed in the
+    canonical order (module docstring, "Composition order")."""
 
     name = "pld"
 
     def __init__(self) -> None:
-        self._last: tuple[list[tuple[LeafSpec, int]], pld_lib.PrivacyLossDistribution] | None = None
+        self._folds = FoldCache()
 
     def version(self) -> str:
-        return f"pld/1 (interval {VALUE_DISCRETIZATION_INTERVAL:g}, pessimistic; {package_versions('dp-accounting')})"
+        return f"pld/2 (interval {VALUE_DISCRETIZATION_INTERVAL:g}, pessimistic, run fold; " \
+               f"{package_versions('dp-accounting')})"
 
     def _unsupported_reason(self, counts: dict[LeafSpec, int]) -> str | None:
         return unsupported_reason(counts)
@@ -207,12 +448,9 @@ class PldAccountant(Accountant):
     def _epsilon_for(self, counts: dict[LeafSpec, int], delta: float) -> float:
         return epsilon_from_pld(self.composed(counts), counts, delta)
 
+    def _epsilon_for_event(self, event: PrivacyEvent, counts: dict[LeafSpec, int], delta: float) -> float:
+        return epsilon_from_pld(self._folds.fold(parts(event)).pld(), counts, delta)
+
     def composed(self, counts: dict[LeafSpec, int]) -> pld_lib.PrivacyLossDistribution:
-        """The pessimistic PLD of the tally, resuming from the previous call when its tally is a prefix."""
-        items = list(counts.items())
-        start, done = None, 0
-        if self._last is not None and items[: len(self._last[0])] == self._last[0]:
-            start, done = self._last[1], len(self._last[0])
-        pld = fold(start, items[done:], True, VALUE_DISCRETIZATION_INTERVAL) if done < len(items) else start
-        self._last = (items, pld)
-        return pld
+        """The pessimistic PLD of a tally: one run of length 1 (the PLD of any single event with this tally)."""
+        return run_pld((tuple(counts.items()), 1))

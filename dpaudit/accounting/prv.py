@@ -27,17 +27,10 @@ import functools
 import warnings
 
 import numpy as np
-from opacus.accountants.analysis.prv import (
-    Domain,
-    PoissonSubsampledGaussianPRV,
-    TruncatedPrivacyRandomVariable,
-    compose_heterogeneous,
-    compute_safe_domain_size,
-    discretize,
-)
 
 from dpaudit.accounting.base import Accountant, DeltaUnreachable, package_versions
 from dpaudit.accounting.charges import LeafSpec, PoissonGaussianSpec
+from dpaudit.accounting.opacus_analysis import prv_analysis
 from dpaudit.errors import AccountingError
 
 EPS_ERROR = 0.01
@@ -49,23 +42,26 @@ def prv_bounds(history: tuple[tuple[float, float, int], ...], delta: float) -> t
     """(ε_lower, ε_estimate, ε_upper) for (sample rate, noise multiplier, steps) triples at ``delta`` > 0.
 
     The construction is that of Opacus's ``PRVAccountant._get_dprv`` through the public
-    ``opacus.accountants.analysis.prv`` functions.
+    ``opacus.accountants.analysis.prv`` functions, loaded without Opacus's training stack
+    (:func:`dpaudit.accounting.opacus_analysis.prv_analysis`).
 
     Raises:
         AccountingError: Opacus's discretisation or root search failed.
     """
+    opacus = prv_analysis()  # Opacus's own files, without opacus/__init__ (torch)
     delta_error = delta * DELTA_ERROR_FRACTION
-    prvs = [PoissonSubsampledGaussianPRV(q, sigma) for q, sigma, _ in history]
+    prvs = [opacus.PoissonSubsampledGaussianPRV(q, sigma) for q, sigma, _ in history]
     steps = [k for _, _, k in history]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # Opacus's "optimal order is the largest alpha" note
-            size = compute_safe_domain_size(prvs=prvs, max_self_compositions=steps, eps_error=EPS_ERROR,
-                                            delta_error=delta_error)
+            size = opacus.compute_safe_domain_size(prvs=prvs, max_self_compositions=steps, eps_error=EPS_ERROR,
+                                                   delta_error=delta_error)
         mesh = EPS_ERROR / np.sqrt(sum(steps) * np.log(12 / delta_error) / 2)
-        domain = Domain.create_aligned(-size, size, mesh)
-        dprvs = [discretize(TruncatedPrivacyRandomVariable(p, domain.t_min, domain.t_max), domain) for p in prvs]
-        composed = compose_heterogeneous(dprvs=dprvs, num_self_compositions=steps)
+        domain = opacus.Domain.create_aligned(-size, size, mesh)
+        dprvs = [opacus.discretize(opacus.TruncatedPrivacyRandomVariable(p, domain.t_min, domain.t_max), domain)
+                 for p in prvs]
+        composed = opacus.compose_heterogeneous(dprvs=dprvs, num_self_compositions=steps)
         lower, estimate, upper = composed.compute_epsilon(delta, delta_error, EPS_ERROR)
     except (ValueError, RuntimeError, FloatingPointError, OverflowError) as exc:
         raise AccountingError(f"prv: Opacus's PRV computation failed: {exc}") from exc

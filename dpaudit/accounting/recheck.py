@@ -284,7 +284,7 @@ def recheck(claim_source: str, event: PrivacyEvent, delta: float, claimed_epsilo
     if isinstance(accountant, TightestAccountant):
         recomputed, source = accountant.epsilon_with_source(event, delta)
     else:
-        recomputed, source = accountant.epsilon_of_tally(counts, delta), claim_source
+        recomputed, source = accountant.epsilon_of_tally(counts, delta, event), claim_source
     method = member_name(source)
     recompute_ok = claimed >= recomputed * (1.0 - RECOMPUTE_REL_TOL)
     first = f"claim {claimed:.12g} {'>=' if recompute_ok else '<'} {source} recomputation {recomputed:.12g}"

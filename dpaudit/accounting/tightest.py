@@ -49,6 +49,9 @@ class TightestAccountant(Accountant):
     def _epsilon_for(self, counts: dict[LeafSpec, int], delta: float) -> float:
         return self._best(counts, delta)[0]
 
+    def _epsilon_for_event(self, event: PrivacyEvent, counts: dict[LeafSpec, int], delta: float) -> float:
+        return self._best(counts, delta, event)[0]
+
     def epsilon_with_source(self, event: PrivacyEvent, delta: float) -> tuple[float, str]:
         """(ε, name of the member accountant that attained it).
 
@@ -61,16 +64,17 @@ class TightestAccountant(Accountant):
         """
         delta = check_delta(delta)
         _, counts = tally(event)
-        return self._best(counts, delta)
+        return self._best(counts, delta, event)
 
-    def _best(self, counts: dict[LeafSpec, int], delta: float) -> tuple[float, str]:
+    def _best(self, counts: dict[LeafSpec, int], delta: float, event: PrivacyEvent | None = None
+              ) -> tuple[float, str]:
         best: tuple[float, str] | None = None
         skipped = []
         refused = []
         unreachable = False
         for member in self.members:
             try:
-                eps = member.epsilon_of_tally(counts, delta)
+                eps = member.epsilon_of_tally(counts, delta, event)
             except (UnsupportedEvent, DeltaUnreachable) as exc:
                 skipped.append(str(exc))
                 unreachable = unreachable or isinstance(exc, DeltaUnreachable)

@@ -3,9 +3,10 @@
 A plugin obtains protected or public data only by name through its session. The name must be one the session
 declared when it opened (its ``protected`` or ``public`` tuple, which the certificate lists); anything else is
 refused before any file is read. Every access is written to the ledger as an ``info`` record attributed to the
-caller: the name, the role, the (public) loader parameters and, for a public set only, its row count. Never the
-data, and never the realised size of a protected set: whether a plugin may know that size is its own privacy
-question (docs/data.md, "Data through the session").
+caller: the name, the role, the (public) loader parameters or the user's source description, and, for a public set
+only, its row count. Never the data, and never the realised size of a protected set: whether a plugin may know that
+size is its own privacy question (docs/data.md, "Data through the session"). The session remembers which protected
+sets each caller has accessed, and names them in that caller's later ``charge`` records.
 """
 
 from __future__ import annotations
@@ -49,9 +50,16 @@ def open_data(session: Session, name: str, parameters: Mapping[str, Any], plugin
         DPAuditError: the session is closed (nothing is returned).
     """
     role = role_of(session, name)
-    catalog_entry(name)  # an unknown name fails before the session is touched
-    data = load(name, parameters)
     body: dict[str, Any] = {"data_access": name, "role": role, "parameters": dict(parameters)}
+    source = session.data_sources.get(name)
+    if source is not None:  # the user's own data, loaded and checked when the session opened (dpaudit/data/sources.py)
+        if parameters:
+            raise InvalidParameter(f"data source {name!r} takes no parameters, got {sorted(parameters)}")
+        description, data = source
+        body["source"] = description.describe()
+    else:
+        catalog_entry(name)  # an unknown name fails before the session is touched
+        data = load(name, parameters)
     if role == PUBLIC:
         body["rows"] = len(data)
     session.record_info(plugin, body)

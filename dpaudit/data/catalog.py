@@ -43,17 +43,20 @@ class DataSet:
 
     Attributes:
         name: the catalog name it was loaded under.
-        X: float32 (n, d) features.
-        y: float32 (n,) labels.
+        X: float32 (n, d) features, or (n, ...) for a torch data set's multi-dimensional items.
+        y: float32 (n,) targets, or None for a set declared without a target.
         record_ids: int64 (n,) stable per-record ids (for keyed partitions), or None where the set has none.
-        feature_names: the d column names.
+        feature_names: the d column names (empty where X has more than two dimensions).
+        classes: the declared (public) number of classes of a classification target (labels 0, ..., classes - 1),
+            or None (a regression or binary 0/1 target used as floats).
     """
 
     name: str
     X: np.ndarray
-    y: np.ndarray
+    y: np.ndarray | None
     record_ids: np.ndarray | None
     feature_names: tuple[str, ...]
+    classes: int | None = None
 
     def __post_init__(self) -> None:
         for field in ("X", "y", "record_ids"):
@@ -64,7 +67,26 @@ class DataSet:
                 object.__setattr__(self, field, view)
 
     def __len__(self) -> int:
-        return len(self.y)
+        return len(self.X)
+
+    def tensors(self) -> tuple[Any, ...]:
+        """``(X, y)`` as fresh torch tensors (``(X,)`` without a target), e.g. for a ``TensorDataset``.
+
+        X is float32; y is int64 when the set declares ``classes`` (what ``CrossEntropyLoss`` takes), else float32.
+        """
+        import torch  # imported here: loading data needs no torch
+
+        X = torch.from_numpy(np.array(self.X, dtype=np.float32))  # a copy: the arrays are read-only
+        if self.y is None:
+            return (X,)
+        return X, torch.from_numpy(np.array(self.y, dtype=np.int64 if self.classes is not None else np.float32))
+
+
+def as_torch(data: DataSet) -> Any:
+    """``data`` as a ``torch.utils.data.TensorDataset`` (:meth:`DataSet.tensors`), to wrap in a DataLoader."""
+    from torch.utils.data import TensorDataset
+
+    return TensorDataset(*data.tensors())
 
 
 @dataclass(frozen=True)
@@ -114,6 +136,12 @@ def catalog_entry(name: str) -> CatalogEntry:
     if entry is None:
         raise InvalidParameter(f"no data set named {name!r} in the catalog (known: {known})")
     return entry
+
+
+def known_names() -> frozenset[str]:
+    """The names in the catalog."""
+    with _LOCK:
+        return frozenset(_ENTRIES)
 
 
 def load(name: str, parameters: Mapping[str, Any]) -> DataSet:

@@ -61,13 +61,16 @@ def calibrate_above_threshold(epsilon: float, sensitivity: float, grid: float) -
 
     Returns:
         (threshold_scale, query_scale) in value units.
+
+    Raises:
+        InvalidParameter: a parameter out of its domain, or a scale (or scale/γ) that overflows or underflows a float.
     """
     epsilon = check_epsilon(epsilon)
     grid = check_positive("grid", grid)
     delta_grid = Fraction(grid_sensitivity(sensitivity, grid, 1, Norm.L1))
     target = Fraction(epsilon) * (1 - 4 * Fraction(U))
-    threshold_scale = grid * float(2 * delta_grid) / epsilon
-    query_scale = grid * float(4 * delta_grid) / epsilon
+    threshold_scale = grid * (2.0 * float(delta_grid)) / epsilon  # exact products: overflow gives inf, not an error
+    query_scale = grid * (4.0 * float(delta_grid)) / epsilon
     if not math.isfinite(query_scale):
         raise InvalidParameter(f"the AboveThreshold noise scale overflows ({query_scale!r}): epsilon too small for the "
                                "sensitivity")

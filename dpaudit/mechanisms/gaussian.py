@@ -26,11 +26,11 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr, logsumexp
 
+from dpaudit.errors import InvalidParameter
 from dpaudit.events import GaussianEvent
-from dpaudit.mechanisms.discrete import sample_discrete_gaussian
+from dpaudit.mechanisms.discrete_bulk import MAX_SCALE_NUMERATOR, DiscreteGaussianSampler
 from dpaudit.mechanisms.grid import add_grid_noise, default_grid, grid_sensitivity, scale_in_grid_units
 from dpaudit.mechanisms.numerics import U, allowance, exp_up, smallest_passing
 from dpaudit.mechanisms.outputs import Coverage, VectorOutput
@@ -43,8 +43,13 @@ from dpaudit.validation import check_count, check_delta, check_epsilon, check_no
 _MAX_EXACT_TERMS = 2**22
 #: the exact discrete tail is summed over 12σ past its start; the rest (< e⁻⁷² of the head) is bounded by an integral
 _TAIL_SIGMAS = 12
-#: Rényi orders α tried by the zCDP conversion (α − 1 log-spaced; any α > 1 gives a valid bound)
-_ORDERS = 1.0 + np.logspace(-8, 8, 4001)
+#: Rényi orders α tried by the zCDP conversion (α − 1 log-spaced; any α > 1 gives a valid bound); the orders beyond
+#: 10⁸ serve a tiny ε at a tiny ρ, whose best order is about ε/(2ρ)
+_ORDERS = 1.0 + np.concatenate([np.logspace(-8, 8, 4001), np.logspace(8, 20, 3001)[1:]])
+#: below this σ in grid units the privacy map returns the trivial bound δ ≤ 1 (σ² ≥ 2⁻¹⁰⁰⁰ stays a normal float)
+_MIN_SIGMA_GRID = 2.0**-500
+#: the largest σ, in grid units, that the release's sampler draws (DiscreteGaussianSampler: ⌊σ⌋ + 1 < 2⁵¹)
+_SAMPLER_LIMIT = float(MAX_SCALE_NUMERATOR // 2 - 2)
 
 
 def gaussian_grid_parameters(event: GaussianEvent) -> tuple[float, float]:
@@ -102,11 +107,17 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
 
     Returns:
         σ in the units of ``sensitivity``.
+
+    Raises:
+        InvalidParameter: a parameter out of its domain, or a starting σ that is not a positive finite float.
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta, allow_zero=False)
     sensitivity = check_positive("sensitivity", sensitivity)
     start = sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
+    if not 0.0 < start < math.inf:
+        raise InvalidParameter(f"the Gaussian sigma for epsilon {epsilon!r}, delta {delta!r} and sensitivity "
+                               f"{sensitivity!r} is not a positive finite float")
     return smallest_passing(lambda s: analytic_gaussian_delta(s, epsilon, sensitivity) <= delta, start)
 
 
@@ -124,8 +135,9 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     CKS 2020, Prop. 12 / Cor. 13 (equivalently Asoodeh et al. 2021): for every α > 1,
     δ ≤ exp((α−1)(αρ − ε)) · (1 − 1/α)^(α−1) / α, i.e.
     log δ ≤ (α−1)(αρ − ε + log(1 − 1/α)) − log α. Every α gives a valid bound, so the minimum over a log-spaced
-    grid of 4001 orders with α − 1 ∈ [10⁻⁸, 10⁸], refined by a bounded scalar search, is sound; the floating-point
-    allowance is added at the minimising α.
+    grid of 4001 orders with α − 1 ∈ [10⁻⁸, 10⁸] and 3000 more up to 10²⁰ (a tiny ε at a tiny ρ is best served
+    near α ≈ ε/(2ρ)), refined by a bounded scalar search, is sound; the floating-point allowance is added at the
+    minimising α.
 
     Args:
         rho: ρ ≥ 0.
@@ -138,13 +150,16 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     epsilon = check_nonnegative("epsilon", epsilon)
     with np.errstate(over="ignore", invalid="ignore"):
         values = _log_delta_at_order(_ORDERS, rho, epsilon)
-    values = np.where(np.isnan(values), np.inf, values)
+    values = np.where(np.isfinite(values), values, np.inf)  # an order whose bound overflows (either way) is unused
     best = int(np.argmin(values))
-    refined = minimize_scalar(lambda a: float(_log_delta_at_order(np.asarray(a), rho, epsilon)),
-                              bounds=(_ORDERS[max(best - 1, 0)], _ORDERS[min(best + 1, len(_ORDERS) - 1)]),
-                              method="bounded")
-    alpha = float(refined.x) if refined.fun < values[best] else float(_ORDERS[best])
-    log_delta = float(_log_delta_at_order(np.asarray(alpha), rho, epsilon))
+    from scipy.optimize import minimize_scalar  # here: scipy.optimize takes most of a second to import
+
+    with np.errstate(over="ignore", invalid="ignore"):  # an order whose bound overflows is just not the minimum
+        refined = minimize_scalar(lambda a: float(_log_delta_at_order(np.asarray(a), rho, epsilon)),
+                                  bounds=(_ORDERS[max(best - 1, 0)], _ORDERS[min(best + 1, len(_ORDERS) - 1)]),
+                                  method="bounded")
+        alpha = float(refined.x) if math.isfinite(refined.fun) and refined.fun < values[best] else float(_ORDERS[best])
+        log_delta = float(_log_delta_at_order(np.asarray(alpha), rho, epsilon))
     if not math.isfinite(log_delta):
         return 1.0
     slack = allowance((alpha - 1.0) * alpha * rho, (alpha - 1.0) * epsilon,
@@ -202,7 +217,8 @@ def discrete_gaussian_delta(sigma_grid: float, sensitivity_grid: float, epsilon:
     * ``dimension == 1`` and integer Δ: CKS 2020 Thm. 7, which is exact for a scalar integer-valued query whose
       values on neighbours differ by at most Δ; summed as in :func:`_discrete_gaussian_delta_thm7` with every
       truncation and rounding error bounded and added. (If that sum would need more than 2²² terms, i.e. σ above
-      about 3.5·10⁵ grid units, the zCDP bound below is used instead; it is valid, only looser.)
+      about 3.5·10⁵ grid units, the zCDP bound below is used instead; it is valid, only looser.) Below 2⁻⁵⁰⁰ grid
+      units, where σ² would leave the normal float range, the trivial bound δ ≤ 1 is returned.
     * otherwise: the multivariate discrete Gaussian with L2 sensitivity Δ is ρ-zCDP with ρ = Δ²/(2σ²)
       (CKS 2020, Thm. 14), converted with :func:`zcdp_delta`. The rounded-value difference is an integer vector,
       so the Rényi bound of CKS Prop. 5 applies coordinate-wise.
@@ -220,9 +236,11 @@ def discrete_gaussian_delta(sigma_grid: float, sensitivity_grid: float, epsilon:
     sensitivity_grid = check_positive("sensitivity_grid", sensitivity_grid)
     epsilon = check_nonnegative("epsilon", epsilon)
     dimension = check_count("dimension", dimension)
+    if sigma_grid < _MIN_SIGMA_GRID:  # σ² would leave the normal float range in the sums below; δ ≤ 1 always holds
+        return 1.0
     if dimension == 1 and sensitivity_grid.is_integer():
         shift = int(sensitivity_grid)
-        t1 = epsilon * sigma_grid**2 / shift - shift / 2
+        t1 = epsilon * (sigma_grid * sigma_grid) / shift - shift / 2  # a float product overflows to inf, not an error
         terms = max(0.0, -t1) + _TAIL_SIGMAS * sigma_grid
         if terms <= _MAX_EXACT_TERMS and t1 + terms < 2.0**52:  # indices stay exact in float64
             return _discrete_gaussian_delta_thm7(sigma_grid, shift, epsilon)
@@ -235,9 +253,9 @@ def calibrate_discrete_gaussian(epsilon: float, delta: float, sensitivity: float
     """σ in value units such that discrete Gaussian noise on ``grid``·Z is (ε, δ)-DP after grid rounding.
 
     Solves :func:`discrete_gaussian_delta`(σ/γ, grid_sensitivity(Δ, γ, d, 'l2'), ε, d) ≤ δ by bisection from the
-    analytic Gaussian σ for the rounded sensitivity, keeping the passing end. σ/γ is computed exactly as
-    :func:`gaussian_grid_parameters` computes it, so :func:`gaussian_event_delta` of the
-    resulting event is ≤ δ.
+    analytic Gaussian σ for the rounded sensitivity (capped at the sampler's range, 2⁵¹ grid units), keeping the
+    passing end. σ/γ is computed exactly as :func:`gaussian_grid_parameters` computes it, so
+    :func:`gaussian_event_delta` of the resulting event is ≤ δ.
 
     Args:
         epsilon: target ε > 0.
@@ -248,15 +266,25 @@ def calibrate_discrete_gaussian(epsilon: float, delta: float, sensitivity: float
 
     Returns:
         σ in value units.
+
+    Raises:
+        InvalidParameter: a parameter out of its domain, or no σ in the sampler's range meets (ε, δ) (checked
+            first, so a tiny ε or δ fails at once instead of searching up to the float range).
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta, allow_zero=False)
     grid = check_positive("grid", grid)
     delta_grid = grid_sensitivity(sensitivity, grid, dimension, Norm.L2)
-    start = analytic_gaussian_sigma(epsilon, delta, delta_grid * grid)
-    return smallest_passing(
-        lambda s: discrete_gaussian_delta(s / grid, delta_grid, epsilon, dimension) <= delta, start
-    )
+
+    def passes(sigma: float) -> bool:
+        return discrete_gaussian_delta(sigma / grid, delta_grid, epsilon, dimension) <= delta
+
+    largest = _SAMPLER_LIMIT * grid
+    if math.isfinite(largest) and not passes(largest):
+        raise InvalidParameter(f"no sigma below 2**51 grid units of {grid!r} (the sampler's range) makes the release "
+                               f"({epsilon!r}, {delta!r})-DP for sensitivity {sensitivity!r}: use a coarser grid or "
+                               "a larger epsilon or delta")
+    return smallest_passing(passes, min(analytic_gaussian_sigma(epsilon, delta, delta_grid * grid), largest))
 
 
 def gaussian_event_delta(event: GaussianEvent) -> float:
@@ -273,12 +301,14 @@ def gaussian_event(neighbouring: Neighbouring, sensitivity: Sensitivity, epsilon
     """The calibrated event of an (ε, δ)-DP release of ``dimension`` coordinates (grid γ = Δ/2¹⁰ unless given).
 
     Raises:
-        InvalidParameter: ε, δ, the grid or the dimension out of range, or a sensitivity of the wrong norm.
+        InvalidParameter: ε, δ, the grid or the dimension out of range, a sensitivity of the wrong norm, or a σ the
+            sampler cannot draw (2⁵¹ grid units or more): refused here, before anything is charged.
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta, allow_zero=False)
     grid = grid if grid is not None else default_grid(sensitivity.value)
     sigma = calibrate_discrete_gaussian(epsilon, delta, sensitivity.value, grid, dimension)
+    DiscreteGaussianSampler(scale_in_grid_units(sigma, grid) ** 2)  # the release's range check
     return GaussianEvent(neighbouring=neighbouring, sensitivity=sensitivity, label=label, epsilon=epsilon,
                          delta=delta, sigma=sigma, grid=grid, dimension=dimension)
 
@@ -291,7 +321,10 @@ def coverage(event: GaussianEvent) -> Coverage:
 def release_gaussian(value: float | np.ndarray, sigma: float, grid: float, rng: RandomSource) -> float | np.ndarray:
     """value + γ·G per coordinate, G ~ discrete Gaussian N_Z(0, (σ/γ)²) (CKS 2020, Algorithm 3).
 
-    (ε, δ)-DP for L2 sensitivity Δ when sigma comes from :func:`calibrate_discrete_gaussian`.
+    (ε, δ)-DP for L2 sensitivity Δ when sigma comes from :func:`calibrate_discrete_gaussian`. The noise is drawn
+    by the vectorised exact sampler (:class:`~dpaudit.mechanisms.discrete_bulk.DiscreteGaussianSampler`, one
+    instance for the whole array) with variance (σ/γ)² exactly, where σ/γ is
+    :func:`~dpaudit.mechanisms.grid.scale_in_grid_units`.
 
     Args:
         value: the true value, a real number or a numeric array (any shape).
@@ -304,13 +337,13 @@ def release_gaussian(value: float | np.ndarray, sigma: float, grid: float, rng: 
         (up to the final float rounding of k·γ).
 
     Raises:
-        InvalidParameter: a NaN or infinite coordinate, a non-numeric value, or a sigma/grid that is not > 0.
+        InvalidParameter: a NaN or infinite coordinate, a non-numeric value, a sigma/grid that is not > 0, or a
+            sigma of 2⁵¹ grid units or more.
     """
     check_positive("sigma", sigma)
     check_positive("grid", grid)
-    variance = scale_in_grid_units(sigma, grid) ** 2
-    return add_grid_noise(value, grid, lambda count: np.array(
-        [sample_discrete_gaussian(variance, rng) for _ in range(count)], dtype=object))
+    sampler = DiscreteGaussianSampler(scale_in_grid_units(sigma, grid) ** 2)
+    return add_grid_noise(value, grid, lambda count: sampler(count, rng))
 
 
 def release(event: GaussianEvent, value: float | np.ndarray, rng: RandomSource) -> float | np.ndarray:

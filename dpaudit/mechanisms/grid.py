@@ -83,16 +83,27 @@ def grid_sensitivity(sensitivity: float, grid: float, dimension: int, norm: Norm
 
     Returns:
         An upper bound on the distance between the rounded neighbouring values, in grid units.
+
+    Raises:
+        InvalidParameter: a parameter out of its domain, or a bound in grid units that overflows a float.
     """
     check_positive("sensitivity", sensitivity)
     check_positive("grid", grid)
     check_count("dimension", dimension)
     ratio = sensitivity / grid
     norm = Norm(norm)
-    if norm is Norm.L1 or dimension == 1:
-        # The next float above the ratio guards against ⌊·⌋ of a ratio rounded down by division.
-        return float(math.floor(math.nextafter(ratio, math.inf)) + dimension)
-    return math.nextafter(ratio + math.sqrt(dimension), math.inf)
+    try:
+        if norm is Norm.L1 or dimension == 1:
+            # The next float above the ratio guards against ⌊·⌋ of a ratio rounded down by division.
+            units = float(math.floor(math.nextafter(ratio, math.inf)) + dimension)
+        else:
+            units = math.nextafter(ratio + math.sqrt(dimension), math.inf)
+    except OverflowError:  # Δ/γ is infinite, or the dimension beyond the float range
+        units = math.inf
+    if math.isinf(units):
+        raise InvalidParameter(f"the sensitivity {sensitivity!r} over {dimension} coordinate(s) is too many grid "
+                               f"units of {grid!r} for a float: use a coarser grid")
+    return units
 
 
 def default_grid(sensitivity: float) -> float:
@@ -102,7 +113,11 @@ def default_grid(sensitivity: float) -> float:
     1/1024 < 0.1 %. For d coordinates the inflation is d/1024 in L1 and √d/1024 in L2 (:func:`grid_sensitivity`);
     callers releasing many coordinates may pass a finer grid.
     """
-    return check_positive("sensitivity", sensitivity) / _GRID_DIVISOR
+    grid = check_positive("sensitivity", sensitivity) / _GRID_DIVISOR
+    if grid == 0.0:
+        raise InvalidParameter(f"the default grid sensitivity/2**10 underflows to 0 for sensitivity {sensitivity!r}: "
+                               "pass a grid")
+    return grid
 
 
 #: a coordinate whose quotient value/γ is this large, or within this of a rounding tie, is rounded exactly

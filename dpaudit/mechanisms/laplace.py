@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from dpaudit.events import LaplaceEvent
-from dpaudit.mechanisms.discrete_bulk import sample_discrete_laplace_array
+from dpaudit.mechanisms.discrete_bulk import bulk_scale, sample_discrete_laplace_array
 from dpaudit.mechanisms.grid import add_grid_noise, default_grid, grid_sensitivity, scale_in_grid_units
 from dpaudit.mechanisms.numerics import grid_units_lower, nudged_up
 from dpaudit.mechanisms.outputs import Coverage, VectorOutput
@@ -50,6 +50,9 @@ def calibrate_laplace_scale(epsilon: float, sensitivity: float, grid: float, dim
 
     Returns:
         b in value units.
+
+    Raises:
+        InvalidParameter: a parameter out of its domain, or a scale b (or b/γ) that overflows or underflows a float.
     """
     epsilon = check_epsilon(epsilon)
     grid = check_positive("grid", grid)
@@ -64,11 +67,13 @@ def laplace_event(neighbouring: Neighbouring, sensitivity: Sensitivity, epsilon:
     """The calibrated event of an ε-DP release of ``dimension`` coordinates (grid γ = Δ/2¹⁰ unless given).
 
     Raises:
-        InvalidParameter: ε, the grid or the dimension out of range, or a sensitivity of the wrong norm.
+        InvalidParameter: ε, the grid or the dimension out of range, a sensitivity of the wrong norm, or a scale the
+            sampler cannot draw (2⁵¹ grid units or more): refused here, before anything is charged.
     """
     epsilon = check_epsilon(epsilon)
     grid = grid if grid is not None else default_grid(sensitivity.value)
     scale = calibrate_laplace_scale(epsilon, sensitivity.value, grid, dimension)
+    bulk_scale(scale_in_grid_units(scale, grid))  # the release's range check
     return LaplaceEvent(neighbouring=neighbouring, sensitivity=sensitivity, label=label, epsilon=epsilon,
                         scale=scale, grid=grid, dimension=dimension)
 

@@ -101,5 +101,13 @@ def grid_units_lower(scale: float, grid: float) -> Fraction:
     """The smaller of the two readings of scale/γ: the float quotient (used by the privacy maps) and the exact one.
 
     A calibration that holds for this value holds whichever reading a release or a verifier uses.
+
+    Raises:
+        InvalidParameter: the float quotient underflows to 0 or overflows (ε out of range for the sensitivity and
+            grid), so no privacy map could read the scale.
     """
-    return min(Fraction(scale / grid), Fraction(scale) / Fraction(grid))
+    quotient = scale / grid
+    if not 0.0 < quotient < math.inf:
+        raise InvalidParameter(f"a noise scale of {scale!r} is {quotient!r} grid units of {grid!r} in floating point: "
+                               "epsilon out of range for the sensitivity and grid")
+    return min(Fraction(quotient), Fraction(scale) / Fraction(grid))

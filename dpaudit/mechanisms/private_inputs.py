@@ -20,14 +20,18 @@ Why this is sound. Clamping is 1-Lipschitz coordinate by coordinate, so a query 
 sensitivity Δ keeps sensitivity ≤ Δ after it (the differences only shrink). A query that can take a non-finite
 value on some data set has no finite sensitivity as declared; after the rule it is a real-valued query, and the
 caller's declared Δ must bound it including the imputed values (docs/mechanisms/laplace.md, "Non-finite values").
-The rule itself is a constant of this dpaudit version, named by the ``dpaudit_version`` of the ``open`` record.
+The rule itself is a constant of this dpaudit version (:data:`RULE`). It is public and fixed before any data is
+seen, so the session records it in the ``charge`` record of every release that applies it (``imputation``:
+``{"nan": 0.0, "clamp": [−2¹⁰⁰⁰, 2¹⁰⁰⁰]}``, :class:`Imputation`), for every such charge alike: the record never
+says whether the rule changed a value (that would be the leak the rule exists to avoid).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -49,6 +53,62 @@ def _is_real_scalar(value: object) -> bool:
     if isinstance(value, np.generic):
         return value.dtype.kind in _REAL_KINDS
     return isinstance(value, (int, float))
+
+
+def _is_float_range(value: object) -> bool:
+    """A real number (not a bool) that is finite as a float."""
+    if not _is_real_scalar(value):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+@dataclass(frozen=True)
+class Imputation:
+    """The public rule that maps every private number into the calibrated domain (OpenDP's impute and clamp).
+
+    NaN → ``nan``; every other number, ±∞ included, is clamped to [``lower``, ``upper``].
+
+    Attributes:
+        nan: the value a NaN is replaced with.
+        lower: the lower end of the clamp (−∞ goes here).
+        upper: the upper end of the clamp (+∞ goes here).
+    """
+
+    nan: float
+    lower: float
+    upper: float
+
+    def __post_init__(self) -> None:
+        if not all(_is_float_range(u) for u in (self.nan, self.lower, self.upper)):
+            raise InvalidParameter(f"an imputation rule needs finite numbers in the float range, got {self!r}")
+        if not self.lower <= self.nan <= self.upper:
+            raise InvalidParameter(f"an imputation rule needs lower <= nan <= upper, got {self!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``imputation`` field of a ``charge`` record: ``{"nan": …, "clamp": [lower, upper]}``."""
+        return {"nan": self.nan, "clamp": [self.lower, self.upper]}
+
+    @classmethod
+    def from_dict(cls, value: Any) -> Imputation:
+        """Parse the ``imputation`` field of a ``charge`` record.
+
+        Raises:
+            InvalidParameter: not an object with exactly ``nan`` and ``clamp`` = [lower, upper], finite numbers with
+                lower ≤ nan ≤ upper.
+        """
+        if not isinstance(value, Mapping) or set(value) != {"nan", "clamp"}:
+            raise InvalidParameter(f"an imputation rule is an object with 'nan' and 'clamp', got {value!r}")
+        clamp = value["clamp"]
+        if not isinstance(clamp, list) or len(clamp) != 2:
+            raise InvalidParameter(f"an imputation rule's 'clamp' is [lower, upper], got {clamp!r}")
+        return cls(nan=value["nan"], lower=clamp[0], upper=clamp[1])
+
+
+#: the rule :func:`into_domain` applies, recorded in the charge record of every release that takes private numbers
+RULE = Imputation(nan=IMPUTED_NAN, lower=-BOUND, upper=BOUND)
 
 
 def check_value(value: object, name: str = "value") -> int:

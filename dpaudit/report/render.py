@@ -1,133 +1,300 @@
-"""Renderers of the report model: text (terminal), Markdown, JSON and a self-contained HTML page."""
+"""Renderers of the report model: text (terminal), Markdown, JSON and a self-contained printable HTML page.
+
+Every format renders the same document (:func:`document`): a list of blocks built from the model once, so the
+formats differ only in syntax. Order: the plain-language summary (did the run finish, what is protected and at what
+unit, what was released, what is guaranteed, on what it is conditional, what it cost), the cost by component, the
+run's facts, then the details (released values, events and burn-down, assumptions, the certificate as a table) and
+a glossary. JSON is the model itself. HTML adds the burn-down chart (:mod:`dpaudit.report.chart`).
+"""
 
 from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable
+import textwrap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dpaudit import store as run_store
+from dpaudit.display import COMPONENT_DIGITS, plural, show, show_delta
 from dpaudit.files import atomic_replace
+from dpaudit.report.chart import burn_down_svg
 from dpaudit.report.model import build_report
-
-
-def _claim_line(report: dict[str, Any]) -> str:
-    cert = report["certificate"]
-    if cert is None:
-        return "certificate: none yet (session still open or did not close)"
-    c = cert["claim"]
-    cond = " — CONDITIONAL on the assumptions below" if cert["conditional"] else ""
-    return (f"claim: epsilon = {c['epsilon']:.6g} at delta = {c['delta']:.3g} ({c['accountant']} accountant, "
-            f"attained by {c['attained_by']}){cond}; {cert['release_status']}")
-
-
-def _rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    head = ["plugin", "mechanism", "charges", "releases", "sum of declared ε"]
-    rows = [[g["plugin"], g["mechanism"], str(g["charges"]), str(g["releases"]),
-             "n/a (no per-event ε)" if g["declared_epsilon"] is None else f"{g['declared_epsilon']:.4g}"]
-            for g in report["groups"]]
-    return head, rows
-
-
-def _event_rows(report: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    head = ["seq", "plugin", "mechanism", "label", "parameters", "sensitivity", "filter bound ε"]
-    rows = []
-    for e in report["events"]:
-        params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in e["parameters"].items())
-        s = e["sensitivity"]
-        rows.append([str(e["seq"]), e["plugin"], e["mechanism"], e["label"], params,
-                     f"{s['value']:.4g} ({s['norm']}, {s['formula']})", f"{e['epsilon_spent']:.6g}"])
-    return head, rows
-
+from dpaudit.report.wording import COMPOSITION_NOTE, compact, released_value
 
 FILTER_NOTE = ("'filter bound ε' is the budget filter's upper bound on the composed ε after each charge (the fastest "
-               "sound accountant that admitted it, often RDP); the claim above is the session's accountant on all "
+               "sound accountant that admitted it, often RDP); the certified claim is the session's accountant on all "
                "charges, which is never larger.")
 
 
-def _facts(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """The run's fixed facts, shown first by every format."""
-    return [("budget", f"epsilon = {report['budget']['epsilon']:g}, delta = {report['budget']['delta']:g}"),
+@dataclass(frozen=True)
+class Heading:
+    """A section title."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question of the summary and its answer, one line per statement."""
+
+    title: str
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    """Running text."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Named values (run facts, certificate fields, glossary)."""
+
+    pairs: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table with a header row."""
+
+    head: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Chart:
+    """The burn-down chart (drawn by the HTML renderer; its numbers are the events table's last column)."""
+
+    bounds: tuple[float, ...]
+    budget: float
+    claim: float | None
+    delta: float
+
+
+Block = Heading | Question | Paragraph | Pairs | Table | Chart
+
+
+def _facts(report: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return (("budget", f"ε = {show_delta(report['budget']['epsilon'])}, δ = {show_delta(report['budget']['delta'])}"),
             ("neighbouring relation", report["neighbouring"].replace("_", "/")),
             ("protected data", ", ".join(report["protected"])),
             ("public data", ", ".join(report["public"]) or "none"),
+            # not the folder: report.md must not depend on where it was written (verify regenerates it elsewhere)
+            ("ledger", f"{plural(report['run']['records'], 'record')}, "
+             + (f"closed with status {report['status']['close']}" if report["status"]["close"] else "not closed")),
             ("signing key", f"{report['signing_key_fingerprint']} (fingerprint: SHA-256 of the raw Ed25519 public "
              "key; compare it with the one published out of band)" if report["signing_key_fingerprint"]
-             else "none recorded")]
+             else "none recorded"))
+
+
+def _cost_table(report: dict[str, Any]) -> Table:
+    rows = [(f"{g['plugin']} / {g['mechanism']}", str(g["charges"]), str(g["releases"]),
+             show(g["epsilon_alone"], COMPONENT_DIGITS) if g["note"] is None else g["note"], g["attained_by"] or "")
+            for g in report["groups"]]
+    cert = report["certificate"]
+    rows.append(("all charges together (certified)", str(len(report["events"])), str(len(report["released"])),
+                 "none yet (no certificate)" if cert is None else show(cert["claim"]["epsilon"]),
+                 "" if cert is None else cert["claim"]["attained_by"]))
+    return Table(("component (plugin / mechanism)", "charges", "releases",
+                  f"ε at δ = {show_delta(report['budget']['delta'])}", "attained by"), tuple(rows))
+
+
+def _event_table(report: dict[str, Any]) -> Table:
+    rows = []
+    for number, e in enumerate(report["events"], start=1):
+        params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in e["parameters"].items())
+        s = e["sensitivity"]
+        rows.append((str(number), str(e["seq"]), f"{e['plugin']} / {e['mechanism']}", e["label"], params,
+                     f"{s['value']:.4g} ({s['norm']}, {s['formula']})", show(e["epsilon_spent"])))
+    return Table(("charge", "seq", "plugin / mechanism", "label", "parameters", "sensitivity", "filter bound ε"),
+                 tuple(rows))
+
+
+def certificate_rows(cert: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """The certificate's fields as (dotted name, value) rows; assumptions by id (their statements are listed apart)."""
+    rows: list[tuple[str, str]] = []
+    for key in sorted(cert):
+        value, name = cert[key], prefix + key
+        if key == "assumptions" and not prefix:
+            rows.append((name, "; ".join(f"{a['id']} ({'conditional' if a['conditional'] else 'enforced'}; "
+                                         f"{plural(len(a['charges']), 'charge')}: {', '.join(map(str, a['charges']))})"
+                                         for a in value)))
+        elif isinstance(value, Mapping) and value:
+            rows += certificate_rows(value, name + ".")
+        elif isinstance(value, str):
+            rows.append((name, value))
+        else:
+            rows.append((name, compact(value)))
+    return rows
+
+
+def document(report: dict[str, Any]) -> list[Block]:
+    """The report as format-neutral blocks, in reading order."""
+    blocks: list[Block] = [Heading("Summary for a reviewer")]
+    blocks += [Question(s["question"], tuple(s["statements"])) for s in report["summary"]]
+    blocks += [Heading(f"What each part cost (ε at δ = {show_delta(report['budget']['delta'])})"),
+               _cost_table(report), Paragraph(COMPOSITION_NOTE), Heading("Run facts"), Pairs(_facts(report)),
+               Heading("Released values")]
+    if report["released"]:
+        blocks += [Paragraph("Every noisy output, in ledger order; the charge it belongs to (its seq) is described "
+                             "under Events."),
+                   Table(("seq", "charge seq", "plugin / mechanism", "value"),
+                         tuple((str(r["seq"]), str(r["charge_seq"]), f"{r['plugin']} / {r['mechanism']}",
+                                released_value(r)) for r in report["released"]))]
+    else:
+        blocks.append(Paragraph("None: the ledger holds no release record."))
+    cert = report["certificate"]
+    blocks += [Heading("Events and budget burn-down"),
+               Chart(tuple(e["epsilon_spent"] for e in report["events"]), report["budget"]["epsilon"],
+                     None if cert is None else cert["claim"]["epsilon"], report["budget"]["delta"]),
+               Paragraph(FILTER_NOTE), _event_table(report), Heading("Assumptions")]
+    blocks.append(Pairs(tuple((f"{a['id']} ({'conditional' if a['conditional'] else 'enforced'})", a["statement"])
+                              for a in report["assumptions"]))
+                  if report["assumptions"] else Paragraph("None listed: the run has no certificate yet."))
+    blocks += [Heading("Certificate"),
+               Pairs(tuple(certificate_rows(cert))) if cert else Paragraph("None yet: the session did not close."),
+               Heading("Glossary"), Pairs(tuple((g["term"], g["meaning"]) for g in report["glossary"]))]
+    return blocks
+
+
+def _title(report: dict[str, Any]) -> str:
+    return f"dpaudit report: {report['run']['name']}"
+
+
+def _text_table(table: Table) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in table.rows)) if table.rows else len(h)
+              for i, h in enumerate(table.head)]
+    return (["  ".join(h.ljust(w) for h, w in zip(table.head, widths, strict=True)).rstrip()]
+            + ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table.rows])
 
 
 def render_text(report: dict[str, Any]) -> str:
-    lines = [f"dpaudit budget report: {report['run']['name']}",
-             *(f"{name}: {value}" for name, value in _facts(report)), _claim_line(report), ""]
-    for title, (head, rows) in (("By plugin and mechanism", _rows(report)), ("Events", _event_rows(report))):
-        lines.append(title)
-        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-        lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
-        lines.extend("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
-        lines.append("")
-    lines += [FILTER_NOTE, "", "Assumptions"]
-    for a in report["assumptions"]:
-        lines.append(f"  [{'conditional' if a['conditional'] else 'enforced'}] {a['id']}: {a['statement']}")
+    """The report for a terminal (paragraphs wrapped at 110 columns; tables as wide as their cells)."""
+    def wrap(text: str, indent: str = "") -> list[str]:
+        return textwrap.wrap(text, 110, initial_indent=indent, subsequent_indent=indent + "  ") or [indent]
+
+    lines = [_title(report), "=" * len(_title(report))]
+    for block in document(report):
+        if isinstance(block, Heading):
+            lines += ["", block.text, "-" * len(block.text)]
+        elif isinstance(block, Question):
+            lines.append(block.title)
+            for line in block.lines:
+                lines += wrap(line, "  ")
+        elif isinstance(block, Paragraph):
+            lines += wrap(block.text)
+        elif isinstance(block, Pairs):
+            for name, value in block.pairs:
+                lines += wrap(f"{name}: {value}", "  ")
+        elif isinstance(block, Table):
+            lines += _text_table(block)
     return "\n".join(lines) + "\n"
 
 
-def _md_table(head: list[str], rows: list[list[str]]) -> str:
-    esc = [[c.replace("|", "\\|") for c in r] for r in rows]
-    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                     + ["| " + " | ".join(r) + " |" for r in esc])
+def _md(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    parts = [f"# dpaudit budget report: {report['run']['name']}", "",
-             *(f"- {name.capitalize()}: {value}" for name, value in _facts(report)),
-             f"- {_claim_line(report)}", "", "## By plugin and mechanism", "", _md_table(*_rows(report)), "",
-             "## Events", "", FILTER_NOTE, "",
-             _md_table(*_event_rows(report)), "", "## Assumptions", ""]
-    parts += [f"- **{a['id']}** ({'conditional' if a['conditional'] else 'enforced'}): {a['statement']}"
-              for a in report["assumptions"]]
-    if report["certificate"]:
-        parts += ["", "## Certificate", "", "```json", json.dumps(report["certificate"], indent=2), "```"]
-    return "\n".join(parts) + "\n"
+    """The report as Markdown (the ``report.md`` a run folder and its bundle carry)."""
+    parts = [f"# {_md(_title(report))}"]
+    for block in document(report):
+        if isinstance(block, Heading):
+            parts.append(f"## {block.text}")
+        elif isinstance(block, Question):
+            parts.append(f"**{block.title}**\n\n" + "\n".join(f"- {_md(line)}" for line in block.lines))
+        elif isinstance(block, Paragraph):
+            parts.append(_md(block.text))
+        elif isinstance(block, Pairs):
+            parts.append("\n".join(f"- **{_md(name)}**: {_md(value)}" for name, value in block.pairs))
+        elif isinstance(block, Table):
+            parts.append("\n".join(["| " + " | ".join(block.head) + " |", "|" + "---|" * len(block.head)]
+                                   + ["| " + " | ".join(_md(c) for c in r) + " |" for r in block.rows]))
+    return "\n\n".join(parts) + "\n"
+
+
+#: the model's keys a reader of ``report.json`` meets first (the rest follow in sorted order)
+JSON_FIRST = ("summary", "status", "groups")
+#: the model's per-record lists: one item per line (compact, and encoded by json's C encoder: 10^5 records stay cheap)
+JSON_ONE_PER_LINE = ("events", "released", "cumulative_epsilon", "info")
+
+
+def _json_value(key: str, value: Any) -> str:
+    if key in JSON_ONE_PER_LINE and value:
+        items = (json.dumps(item, sort_keys=True, ensure_ascii=False) for item in value)
+        return "[\n    " + ",\n    ".join(items) + "\n  ]"
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).replace("\n", "\n  ")
 
 
 def render_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2, sort_keys=True) + "\n"
+    """The model itself, UTF-8 (no ``\\u`` escapes): :data:`JSON_FIRST` first, then every other key sorted; nested
+    keys sorted (the bytes do not depend on the order of the certificate file's keys); the per-record lists one
+    item per line, everything else indented."""
+    keys = [*JSON_FIRST, *sorted(k for k in report if k not in JSON_FIRST)]
+    return "{\n" + ",\n".join(f"  {json.dumps(k)}: {_json_value(k, report[k])}" for k in keys) + "\n}\n"
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;color:#222;line-height:1.45;max-width:1100px;
+margin:1.5em auto;padding:0 1em;overflow-wrap:anywhere}
+h1{font-size:1.6em;margin-bottom:.3em}h2{font-size:1.25em;border-bottom:1px solid #ccc;margin-top:1.6em}
+.summary{border:2px solid #2e7d32;border-radius:6px;padding:.2em 1em .6em;background:#f4faf4}
+.summary.not-releasable{border-color:#c0392b;background:#fdf1f0}
+.q h3{font-size:1em;margin:.8em 0 .2em}.q ul{margin:.2em 0}
+table{border-collapse:collapse;width:100%;margin:.5em 0 1em;font-size:.9em}
+td,th{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th{background:#f1f1f1;overflow-wrap:normal}tr.total td{font-weight:bold;background:#f7f7f7}
+dl{margin:.4em 0}dt{font-weight:bold;margin-top:.4em;overflow-wrap:anywhere}
+dd{margin:0 0 0 1.5em;overflow-wrap:anywhere}
+svg.chart{max-width:100%;height:auto}svg.chart text{font-size:13px;font-family:sans-serif;fill:#222}
+@media print{body{max-width:none;margin:0;padding:0;font-size:10pt}h2{break-after:avoid}
+tr,.q,svg.chart,dd{break-inside:avoid}table{font-size:8pt}.summary{background:none}}
+@page{margin:1.5cm}
+"""
+
+
+def _html_table(table: Table, total_last: bool = False) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in table.head)
+    rows = []
+    for i, r in enumerate(table.rows):
+        cls = ' class="total"' if total_last and i == len(table.rows) - 1 else ""
+        rows.append(f"<tr{cls}>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>")
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def render_html(report: dict[str, Any]) -> str:
-    def table(head: list[str], rows: list[list[str]]) -> str:
-        th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-        trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-        return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
-
-    points = report["cumulative_epsilon"]
-    budget = report["budget"]["epsilon"]
-    width, height = 600, 160
-    n = max(len(points) - 1, 1)
-    poly = " ".join(f"{i / n * width:.1f},{height - min(p['epsilon'] / budget, 1.0) * height:.1f}"
-                    for i, p in enumerate(points))
-    claim = report["certificate"]["claim"]["epsilon"] if report["certificate"] else None
-    claim_line = ("" if claim is None else
-                  f'<line x1="0" x2="{width}" y1="{height - min(claim / budget, 1.0) * height:.1f}" '
-                  f'y2="{height - min(claim / budget, 1.0) * height:.1f}" stroke="#36c" stroke-dasharray="6,4"/>')
-    chart = (f'<svg width="{width}" height="{height}" style="border:1px solid #999">{claim_line}'
-             f'<polyline fill="none" stroke="#c33" stroke-width="2" points="{poly}"/></svg>'
-             f"<p>Red: {html.escape(FILTER_NOTE)} Dashed blue: the certified claim. Top edge: budget ε = "
-             f"{budget:g}.</p>")
-    facts = "".join(f"<li>{html.escape(name)}: {html.escape(value)}</li>" for name, value in _facts(report))
-    assumptions = "".join(f"<li><b>{html.escape(a['id'])}</b> ({'conditional' if a['conditional'] else 'enforced'})"
-                          f": {html.escape(a['statement'])}</li>" for a in report["assumptions"])
-    cert = html.escape(json.dumps(report["certificate"], indent=2)) if report["certificate"] else "none"
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>dpaudit report</title><style>"
-            "body{font-family:sans-serif;margin:2em}td,th{border:1px solid #ccc;padding:3px 6px}"
-            "table{border-collapse:collapse}</style></head><body>"
-            f"<h1>dpaudit budget report: {html.escape(report['run']['name'])}</h1>"
-            f"<ul>{facts}</ul><p>{html.escape(_claim_line(report))}</p>{chart}"
-            f"<h2>By plugin and mechanism</h2>{table(*_rows(report))}"
-            f"<h2>Events</h2>{table(*_event_rows(report))}<h2>Assumptions</h2><ul>{assumptions}</ul>"
-            f"<h2>Certificate</h2><pre>{cert}</pre></body></html>\n")
+    """A self-contained, printable page (no script, no external resource) with the burn-down chart."""
+    cert = report["certificate"]
+    claim_text = show(cert["claim"]["epsilon"]) if cert else ""
+    status = "summary" if report["status"]["releasable"] else "summary not-releasable"
+    body, in_summary = [f"<h1>{html.escape(_title(report))}</h1>", f'<section class="{status}">'], True
+    for block in document(report):
+        if isinstance(block, Heading):
+            if in_summary and block.text != "Summary for a reviewer":
+                body.append("</section>")
+                in_summary = False
+            anchor = "-".join("".join(c if c.isalnum() else " " for c in block.text.lower()).split())
+            body.append(f'<h2 id="{anchor}">{html.escape(block.text)}</h2>')
+        elif isinstance(block, Question):
+            items = "".join(f"<li>{html.escape(line)}</li>" for line in block.lines)
+            body.append(f'<div class="q"><h3>{html.escape(block.title)}</h3><ul>{items}</ul></div>')
+        elif isinstance(block, Paragraph):
+            body.append(f"<p>{html.escape(block.text)}</p>")
+        elif isinstance(block, Pairs):
+            body.append("<dl>" + "".join(f"<dt>{html.escape(n)}</dt><dd>{html.escape(v)}</dd>"
+                                         for n, v in block.pairs) + "</dl>")
+        elif isinstance(block, Table):
+            body.append(_html_table(block, total_last=block.head[0].startswith("component")))
+        elif isinstance(block, Chart):
+            body.append(burn_down_svg(block.bounds, block.budget, block.claim, claim_text, show_delta(block.delta)))
+    return ("<!doctype html><html lang='en'><head><meta charset='utf-8'><meta name='viewport' "
+            f"content='width=device-width, initial-scale=1'><title>{html.escape(_title(report))}</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
 
 
 FORMATS: dict[str, Callable[[dict[str, Any]], str]] = {

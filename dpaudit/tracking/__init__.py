@@ -12,7 +12,9 @@ from typing import Any
 _LAZY = {
     "CONFIDENTIAL_KEYS": "dpaudit.public_values",
     "ConfidentialLog": "dpaudit.tracking.confidential",
-    "KEY_FINGERPRINT_TAG": "dpaudit.tracking.entities",
+    "KEY_FINGERPRINT_TAG": "dpaudit.tracking.run_page",
+    "ODOMETER_KEY": "dpaudit.tracking.entities",
+    "RUN_ID_TAG": "dpaudit.tracking.run_page",
     "SPENT_KEY": "dpaudit.tracking.entities",
     "MirrorError": "dpaudit.tracking.mirror",
     "MlflowMirror": "dpaudit.tracking.mirror",

@@ -159,8 +159,7 @@ def ensure_embedded_store(database: Path, artifact_root: str) -> None:
                 f"Back it up and run `mlflow db upgrade {uri}`; or move it aside, and the next session creates a "
                 f"new store: then run `dpaudit mirror sync RUN` for each run to copy it from its ledger.")
         _remove_creations(database)
-        if state.health is not StoreHealth.MISSING:
-            _dispose_engines(database)
+        _dispose_engines(database)  # also when missing: a store deleted under this process, being rebuilt
         aside = _move_aside(database)  # when missing, a journal left without its database: never apply it to ours
         _create(database, artifact_root, head)
         if state.health is not StoreHealth.MISSING:
@@ -177,7 +176,7 @@ def _remove_creations(database: Path) -> None:
 
 def _dispose_engines(database: Path) -> None:
     """Close this process's cached MLflow engines on ``database``: their pooled connections would go on reading the
-    file moved aside (MLflow keeps one engine per URI for the life of the process)."""
+    file moved aside or deleted (MLflow keeps one engine per URI for the life of the process)."""
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
     for engine in list(SqlAlchemyStore._engine_map.values()):

@@ -12,7 +12,7 @@ What may reach the main MLflow run is a whitelist; nothing else is copied:
   the protected and public data sets, versions, status, ``info`` bodies);
 * released (noised) numeric outputs, as metrics ``release.<label>``;
 * the budget burn-down, as the metric ``dpaudit.epsilon_spent`` (ε remaining, the budget param minus it, is
-  derivable and not logged).
+  derivable and not logged); in an adaptive session ``dpaudit.filter_odometer_epsilon`` (:func:`spent_key`).
 
 A record that carries a key listed as confidential (e.g. ``true_value``) anywhere in it is **refused**
 (:class:`~dpaudit.errors.InvalidParameter`; the check is :func:`dpaudit.public_values.check_public`, which the
@@ -24,7 +24,6 @@ than stop it. Raw values belong in :class:`~dpaudit.tracking.ConfidentialLog`.
 from __future__ import annotations
 
 import math
-import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,13 +36,17 @@ from dpaudit import canonical
 from dpaudit.errors import InvalidParameter
 from dpaudit.public_values import CONFIDENTIAL_KEYS, check_public
 from dpaudit.records import CHARGE, CLOSE, OPEN, RECORD_TYPES, RELEASE
+from dpaudit.tracking.run_page import check_key
 
 BURN_DOWN_TYPES = frozenset({OPEN, CHARGE, CLOSE})
 """Record types that get a burn-down point: only a charge changes ε spent; open and close give the end points."""
 
 SPENT_KEY = "dpaudit.epsilon_spent"
-#: run tag naming the fingerprint of the key that signs the run's certificate (set when the run starts)
-KEY_FINGERPRINT_TAG = "dpaudit.key_fingerprint"
+"""The burn-down of a fixed-parameter session: the budget filter's upper bound on ε (at δ_B) after each charge."""
+ODOMETER_KEY = "dpaudit.filter_odometer_epsilon"
+"""The burn-down of an adaptive session: its Rényi filter's odometer (the smallest budget the filter would have
+needed so far), information only. Such a session certifies its budget, never this running value, so it is not
+called ``epsilon_spent``."""
 RELEASE_PREFIX = "release."
 LEDGER_TAG_PREFIX = "dpaudit.ledger."
 RESERVED_PREFIXES = ("dpaudit.", RELEASE_PREFIX)
@@ -54,7 +57,6 @@ MAX_SUMMARY_LENGTH = MAX_TAG_VAL_LENGTH - 2
 
 _MAX_LABEL = 200
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
-_METRIC_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/ ]*$")
 _BODY_FIELDS = ("name", "plugin", "mechanism", "label", "charge_seq", "bound_source", "status", "charges",
                 "budget", "neighbouring", "accountant", "protected", "public", "confidential_log",
                 "dpaudit_version", "code_version", "info")
@@ -89,10 +91,7 @@ def check_metric_key(key: Any) -> str:
     Raises:
         InvalidParameter: not a string, a character MLflow refuses, a ``..`` or leading ``/``, or too long.
     """
-    if not isinstance(key, str) or not _METRIC_KEY.match(key) or posixpath.normpath(key) != key or len(key) > 250:
-        raise InvalidParameter(f"metric name {key!r} is not a valid MLflow metric key (letters, digits, _ . - / and "
-                               "spaces, starting with a letter, digit or _; a normal path; at most 250 characters)")
-    return key
+    return check_key("metric name", key)
 
 
 def finite(name: str, value: Any) -> float:
@@ -193,14 +192,32 @@ def _check_record(record: Mapping[str, Any]) -> tuple[int, str, int, Mapping[str
     return seq, rtype, timestamp, body
 
 
+def spent_key(opened: Mapping[str, Any]) -> str:
+    """The burn-down metric's key for a session whose ``open`` record body is ``opened``: :data:`ODOMETER_KEY` for an
+    adaptive session (its running value is not a certified ε), :data:`SPENT_KEY` otherwise."""
+    return ODOMETER_KEY if opened.get("adaptive") else SPENT_KEY
+
+
+def burn_down_entities(record: Mapping[str, Any], spent_epsilon: float, key: str = SPENT_KEY) -> RecordEntities:
+    """Only the burn-down point of a record (no summary, no release metric): what the session run gets of a charge
+    made inside a nested trial run, so that the session's burn-down has a step at every charge.
+
+    Raises:
+        InvalidParameter: malformed record, or a non-finite ε.
+    """
+    seq, _, timestamp, _ = _check_record(record)
+    return RecordEntities(seq, (Metric(key, finite(key, spent_epsilon), timestamp, seq),))
+
+
 def record_entities(record: Mapping[str, Any], spent_epsilon: float | None,
-                    keys: frozenset[str] = CONFIDENTIAL_KEYS) -> RecordEntities:
+                    keys: frozenset[str] = CONFIDENTIAL_KEYS, key: str = SPENT_KEY) -> RecordEntities:
     """The MLflow entities of one ledger record.
 
     Args:
         record: a ledger record (``seq``, ``type``, ``time``, ``body``, ``hash``).
         spent_epsilon: ε spent after the record (None: no burn-down point). Used for open/charge/close records.
         keys: confidential keys (lower case).
+        key: the burn-down metric's key (:func:`spent_key`).
 
     Raises:
         InvalidParameter: malformed record, a confidential key in it, or a non-finite number to mirror.
@@ -209,7 +226,7 @@ def record_entities(record: Mapping[str, Any], spent_epsilon: float | None,
     check_public(record, keys, f"ledger record {seq}")
     metrics: list[Metric] = []
     if rtype in BURN_DOWN_TYPES and spent_epsilon is not None:
-        metrics.append(Metric(SPENT_KEY, finite(SPENT_KEY, spent_epsilon), timestamp, seq))
+        metrics.append(Metric(key, finite(key, spent_epsilon), timestamp, seq))
     if rtype == RELEASE and "output" in body:
         label = body.get("label") or ""
         released = release_values(label if isinstance(label, str) else str(label), body["output"])

@@ -2,8 +2,9 @@
 
 The ledger is the source of truth; this is a view of it for the MLflow UI. Design (docs/mlflow.md):
 
-* A session is an MLflow run; a trial is a nested run (tag ``mlflow.parentRunId``). Only ``MlflowClient`` is
-  used, never MLflow's fluent (global, per-thread) run state, so sessions may run in threads.
+* A session is an MLflow run, found by its tag ``dpaudit.run_id`` (MLflow makes its own run ids); a trial is a
+  nested run (tag ``mlflow.parentRunId``). The experiment is tagged for MLflow's classic runs view. Only
+  ``MlflowClient`` is used, never MLflow's fluent (global, per-thread) run state, so sessions may run in threads.
 * Records are buffered per run and written with ``MlflowClient.log_batch`` when a run's buffer holds
   ``batch_size`` items, and on :meth:`MlflowMirror.flush` / :meth:`MlflowMirror.end_run`. Calls are split to
   respect MLflow's per-call limits (:mod:`dpaudit.tracking.batching`).
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from mlflow import MlflowClient
-from mlflow.entities import Param, Run
+from mlflow.entities import Param, Run, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
@@ -39,8 +40,16 @@ from mlflow.utils.validation import MAX_PARAMS_TAGS_PER_BATCH
 
 from dpaudit.errors import DPAuditError, InvalidParameter, VerificationError
 from dpaudit.public_values import check_public, confidential_key_set
+from dpaudit.store import is_run_id
 from dpaudit.tracking.batching import plan_batches
-from dpaudit.tracking.entities import RecordEntities, public_metric_entities, record_entities
+from dpaudit.tracking.entities import (
+    SPENT_KEY,
+    RecordEntities,
+    burn_down_entities,
+    public_metric_entities,
+    record_entities,
+)
+from dpaudit.tracking.run_page import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, RUN_ID_TAG
 from dpaudit.tracking.store import prepare_store
 from dpaudit.validation import check_count
 
@@ -83,6 +92,28 @@ def ensure_experiment(client: MlflowClient, name: str, artifact_location: str | 
         raise
     except Exception as exc:
         raise MirrorError(f"cannot open MLflow experiment {name!r}: {exc}") from exc
+
+
+def runs_view_url(tracking_uri: str, base_url: str, experiment: str = "dpaudit") -> str:
+    """The UI link that opens ``experiment``'s runs list in MLflow's classic view: ``workflowType=machine_learning``
+    (the MLflow 3.17 UI follows that switch, GenAI by default, rather than the experiment's kind tag); the
+    experiments list when the experiment does not exist yet (nothing is created here)."""
+    try:
+        found = MlflowClient(tracking_uri=tracking_uri).get_experiment_by_name(experiment)
+    except Exception:  # the UI will say what is wrong with the store; the link is only a convenience
+        found = None
+    page = f"experiments/{found.experiment_id}/runs" if found is not None else "experiments"
+    return f"{base_url}/#/{page}?workflowType=machine_learning"
+
+
+def _entities(record: Mapping[str, Any], spent: float | None, keys: frozenset[str], key: str,
+              burn_down_only: bool) -> RecordEntities:
+    if not burn_down_only:
+        return record_entities(record, spent, keys, key)
+    if spent is None:
+        raise InvalidParameter("a burn-down point needs the ε spent after its record")
+    check_public(record, keys, f"ledger record {record.get('seq')}")
+    return burn_down_entities(record, spent, key)
 
 
 def _string_map(name: str, values: Mapping[str, str]) -> dict[str, str]:
@@ -151,14 +182,16 @@ class MlflowMirror:
     # --- runs -------------------------------------------------------------------------------------------------
 
     def experiment_id(self) -> str:
-        """The id of this mirror's experiment, created on first use.
+        """The id of this mirror's experiment, created on first use, tagged so that the MLflow UI shows its runs
+        list (:data:`~dpaudit.tracking.run_page.EXPERIMENT_KIND`), not the GenAI view.
 
         Raises:
             MirrorError: MLflow cannot be reached or the experiment is deleted.
         """
         with self._lock:
             if self._experiment_id is None:
-                self._experiment_id = ensure_experiment(self.client, self.experiment, self.artifact_location, {})
+                self._experiment_id = ensure_experiment(self.client, self.experiment, self.artifact_location,
+                                                        {EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
             return self._experiment_id
 
     def start_run(self, name: str, params: dict[str, str], tags: dict[str, str],
@@ -206,16 +239,60 @@ class MlflowMirror:
                 raise MirrorError(f"cannot end MLflow run {run_id}: {exc}") from exc
             self._runs.pop(run_id, None)
 
+    def find_session_run(self, run_id: str) -> Run | None:
+        """The MLflow run of dpaudit run ``run_id``: the oldest run of this mirror's experiment tagged
+        ``dpaudit.run_id = run_id``, else a run whose MLflow id is ``run_id`` (runs mirrored before the session made
+        its own ids), else None. Reads only: a missing experiment is not created.
+
+        Raises:
+            MirrorError: MLflow cannot be read.
+        """
+        try:
+            experiment = self.client.get_experiment_by_name(self.experiment)
+            if experiment is not None and is_run_id(run_id):  # no quote can reach the filter string
+                found = self.client.search_runs([experiment.experiment_id], f"tags.`{RUN_ID_TAG}` = '{run_id}'",
+                                                max_results=1, order_by=["attributes.start_time ASC"])
+                if found:
+                    return found[0]
+        except Exception as exc:
+            raise MirrorError(f"cannot search MLflow at {self.tracking_uri} for run {run_id!r}: {exc}") from exc
+        try:
+            return self.client.get_run(run_id)
+        except MlflowException:
+            return None
+        except Exception as exc:
+            raise MirrorError(f"cannot read MLflow run {run_id!r} at {self.tracking_uri}: {exc}") from exc
+
     def find_run(self, run_id: str) -> Run:
-        """The MLflow run ``run_id``.
+        """The MLflow run of ``run_id``: a dpaudit run id (tag ``dpaudit.run_id``) or an MLflow run id.
 
         Raises:
             VerificationError: no such run in this store (or the store cannot be read).
         """
         try:
-            return self.client.get_run(run_id)
+            run = self.find_session_run(run_id)
+        except MirrorError as exc:
+            raise VerificationError(str(exc)) from exc
+        if run is None:
+            raise VerificationError(f"MLflow run {run_id!r} not found at {self.tracking_uri} (neither a run tagged "
+                                    f"{RUN_ID_TAG} = {run_id!r} nor an MLflow run id)")
+        return run
+
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        """Set run tags (e.g. the certified claim at close), in calls of at most MLflow's per-call limit.
+
+        Raises:
+            InvalidParameter: tags that are not str -> str, or hold a confidential key.
+            MirrorError: MLflow could not be written.
+        """
+        tags = _string_map("tags", tags)
+        check_public(tags, self.confidential_keys, f"run {run_id} tags")
+        entries = [RunTag(k, v) for k, v in tags.items()]
+        try:
+            for start in range(0, len(entries), MAX_PARAMS_TAGS_PER_BATCH):
+                self.client.log_batch(run_id, tags=entries[start:start + MAX_PARAMS_TAGS_PER_BATCH])
         except Exception as exc:
-            raise VerificationError(f"MLflow run {run_id!r} not found at {self.tracking_uri}: {exc}") from exc
+            raise MirrorError(f"cannot tag MLflow run {run_id}: {exc}") from exc
 
     # --- records ----------------------------------------------------------------------------------------------
 
@@ -235,7 +312,8 @@ class MlflowMirror:
         except ValueError as exc:
             raise MirrorError(f"MLflow run {run_id} has a corrupted mark tag: {exc}") from exc
 
-    def record(self, run_id: str, record: Mapping[str, Any], spent_epsilon: float | None) -> None:
+    def record(self, run_id: str, record: Mapping[str, Any], spent_epsilon: float | None, *, key: str = SPENT_KEY,
+               burn_down_only: bool = False) -> None:
         """Buffer one ledger record for ``run_id`` (written when the run's buffer is full, or on flush).
 
         Records must reach one run in ledger order; one at or below the run's stored mark is a replay and is
@@ -246,11 +324,13 @@ class MlflowMirror:
             record: the ledger record.
             spent_epsilon: ε spent after it, or None; plotted for open / charge / close records (ε remaining is
                 the budget param minus it, so it is not logged).
+            key: the burn-down metric's key (:func:`~dpaudit.tracking.entities.spent_key`).
+            burn_down_only: send only the burn-down point (a trial's charge, for the session run).
 
         Raises:
             InvalidParameter: malformed record, a confidential key in it, or a non-finite number to mirror.
         """
-        entities = record_entities(record, spent_epsilon, self.confidential_keys)
+        entities = _entities(record, spent_epsilon, self.confidential_keys, key, burn_down_only)
         with self._lock:
             state = self._state(run_id)
             if state.marks is not None and entities.ordinal <= state.marks[RECORDS]:
@@ -321,7 +401,8 @@ class MlflowMirror:
         if failed:
             raise MirrorError("; ".join(str(e) for e in failed)) from failed[0]
 
-    def resync(self, run_id: str, records: Sequence[Mapping[str, Any]], spent: Sequence[float | None]) -> int:
+    def resync(self, run_id: str, records: Sequence[Mapping[str, Any]], spent: Sequence[float | None], *,
+               key: str = SPENT_KEY, burn_down_only: frozenset[int] = frozenset()) -> int:
         """Catch ``run_id`` up with ``records`` (e.g. the whole ledger); idempotent.
 
         Reads the run's stored mark, mirrors the records above it and writes them at once.
@@ -330,6 +411,8 @@ class MlflowMirror:
             run_id: the run.
             records: ledger records, in ledger order.
             spent: ε spent after each record (None where unknown).
+            key: the burn-down metric's key.
+            burn_down_only: ``seq`` of the records of which only the burn-down point is sent (a trial's charges).
 
         Returns:
             How many of ``records`` were newly mirrored.
@@ -341,7 +424,8 @@ class MlflowMirror:
         if len(spent) != len(records):
             raise InvalidParameter(f"resync needs one spent value per record: {len(records)} records, "
                                    f"{len(spent)} spent")
-        built = [record_entities(r, s, self.confidential_keys) for r, s in zip(records, spent, strict=True)]
+        built = [_entities(r, s, self.confidential_keys, key, r.get("seq") in burn_down_only)
+                 for r, s in zip(records, spent, strict=True)]
         with self._lock:
             state = self._state(run_id)
             state.marks = self._read_marks(run_id)
@@ -378,13 +462,17 @@ class MlflowMirror:
     def download_artifacts(self, run_id: str, dst: Path) -> Path:
         """Download all of the run's artifacts into ``dst`` and return the local folder (for ``dpaudit verify``).
 
+        Args:
+            run_id: a dpaudit run id or an MLflow run id (:meth:`find_run`).
+            dst: the folder to download into.
+
         Raises:
             VerificationError: no such run, or its artifacts cannot be read.
         """
-        self.find_run(run_id)
+        found = self.find_run(run_id).info.run_id
         dst = Path(dst)
         dst.mkdir(parents=True, exist_ok=True)
         try:
-            return Path(self.client.download_artifacts(run_id, "", str(dst)))
+            return Path(self.client.download_artifacts(found, "", str(dst)))
         except Exception as exc:
             raise VerificationError(f"cannot download the artifacts of MLflow run {run_id}: {exc}") from exc

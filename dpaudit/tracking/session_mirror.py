@@ -1,62 +1,109 @@
-"""The session's side of the MLflow mirror: which run each record goes to, and sending records outside the lock.
+"""The session's side of the MLflow mirror: a lazy connection and one worker thread that sends records in order.
 
-A :class:`~dpaudit.session.Session` appends ledger records under its budget lock. Sending a record to MLflow can
-be slow (a full buffer triggers a ``log_batch`` call over the network), so the session only *enqueues* a record
-while it holds that lock (:meth:`SessionMirror.enqueue`, a few dictionary operations) and *drains* the queue after
-releasing it (:meth:`SessionMirror.drain`): a slow MLflow server slows the thread that drains, never another
-thread waiting to charge.
+Opening a session must not wait for MLflow: importing it takes seconds, and so does creating the embedded store
+the first time. So the session makes its own run id (32 lowercase hex, uuid4) before its ledger exists, and its
+mirror connects lazily: the first queued record starts one worker thread (a daemon) that imports MLflow, makes the
+store ready (:func:`~dpaudit.tracking.store.prepare_store`), creates the session's MLflow run from the ``open``
+record, tagged ``dpaudit.run_id`` (:func:`ensure_session_run`), and then sends every queued item.
 
-Order: records are enqueued in ledger order (the enqueue happens in the same locked step as the append), and one
-drainer at a time (the mirror's order lock) sends them first in, first out, so every MLflow run receives its
-records in ledger order. A thread that finds another one draining leaves its records to it: the drainer re-checks
-the queue after releasing the order lock, so no record is left behind (:meth:`SessionMirror.drain`).
+Order: the session queues a record while it holds its budget lock, in the same step as the ledger append
+(:meth:`SessionMirror.enqueue`, a few list operations), and the single worker sends queued items first in, first
+out. Every MLflow run (session or trial) so receives its records in ledger order, and a trial's nested run is
+created and ended at its place in the queue. No thread that charges ever calls MLflow: a slow server never holds
+the budget lock, and a session that is never mirrored never imports MLflow.
 
-Failures never reach the audited path: the first failed send is remembered, later records are only noted (which
-run they belong to), and on close every run is caught up from the ledger (:meth:`SessionMirror.finish`).
+A charge made inside a trial goes to the trial's nested run whole and to the session run as a burn-down point only,
+so the session's burn-down has a step at every charge.
+
+Failures never reach the audited path: the first failed action is remembered, later ones are skipped (which run
+each record belongs to is still noted). At close (:meth:`SessionMirror.finish`) the worker catches every run up
+from the ledger after a failure, attaches the run folder's files, states the certified claim on the run page
+(:mod:`dpaudit.tracking.run_page`) and ends the run. Close waits for it at most :data:`FINISH_TIMEOUT_S`, then
+names the command that completes the mirror (``dpaudit mirror sync RUN``, :func:`sync_mirror`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
 import sys
 import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from dpaudit.errors import DPAuditError, InvalidParameter, VerificationError
 from dpaudit.ledger import Ledger, Record
-from dpaudit.records import CHARGE, CLOSE
+from dpaudit.records import CHARGE, CLOSE, OPEN
 from dpaudit.sidecar import OUTPUTS_DIR, sidecar_files
+from dpaudit.store import CERTIFICATE
+from dpaudit.tracking.run_page import (
+    RUN_ID_TAG,
+    certificate_tags,
+    checked_verdict,
+    close_verdict,
+    hyperparameters,
+    session_run,
+)
 
-if TYPE_CHECKING:  # mlflow is imported only when a session mirrors
+if TYPE_CHECKING:  # mlflow is imported only by the worker of a session that mirrors
     from dpaudit.tracking.mirror import MlflowMirror
+
+FINISH_TIMEOUT_S = 300.0
+"""How long close waits for the mirror to catch up before it warns and returns (the ledger is complete anyway)."""
+EXPERIMENT = "dpaudit"
+
+
+def new_run_id() -> str:
+    """A fresh run id: 32 lowercase hex digits (uuid4), the same form as MLflow's own run ids."""
+    return uuid.uuid4().hex
 
 
 class SessionMirror:
-    """One session's mirror: its MLflow run, the trial run records currently go to, and the queue of unsent records.
+    """One session's mirror: the queue of unsent items, the worker that sends them, the runs they go to.
 
-    Build it with :func:`open_session_mirror`. With no MLflow mirror (``mirror`` None) every method is a no-op.
-    Confidential values never pass through here: they have their own file (:mod:`dpaudit.tracking.confidential`).
+    Build it with :func:`open_session_mirror`. Without a connection (``connect`` None) every method is a no-op,
+    apart from checking a trial's name and params. Confidential values never pass through here: they have their own
+    file (:mod:`dpaudit.tracking.confidential`).
 
     Args:
-        mirror: the MLflow mirror, or None when the session does not mirror.
-        run_id: the session's run id (its MLflow run when mirrored).
+        connect: makes the MLflow mirror (called once, in the worker), or None when the session does not mirror.
+        run_id: the session's run id (the MLflow run's tag ``dpaudit.run_id``).
     """
 
-    def __init__(self, mirror: MlflowMirror | None, run_id: str) -> None:
-        self.mirror = mirror
+    def __init__(self, connect: Callable[[], MlflowMirror] | None, run_id: str) -> None:
+        self._connect = connect
         self.run_id = run_id
+        self.mirror: MlflowMirror | None = None
         self.error: Exception | None = None
-        self.mirrored_to: dict[int, str] = {}  # ledger seq -> the MLflow run (session or trial) it belongs to
-        self._trial_run: str | None = None
-        self._pending: deque[Callable[[], None]] = deque()
-        self._order = threading.Lock()  # one drainer at a time: sends leave in queue order
+        self.mirrored_to: dict[int, str] = {}  # ledger seq -> the run (session or trial target) it belongs to
+        self._mlflow_ids: dict[str, str] = {}  # run target -> its MLflow run id, once created
+        self._opened: Mapping[str, Any] | None = None  # the open record's body: the session run's params and tags
+        self._trial: str | None = None
+        self._trial_numbers = itertools.count()
+        self._pending: deque[tuple[Callable[[], None], bool]] = deque()  # (action, run even after a failure)
+        self._busy = False
+        self._cond = threading.Condition()
+        self._worker: threading.Thread | None = None
 
-    def _current_run(self) -> str:
-        return self._trial_run or self.run_id
+    # --- queueing (the session's threads) ---------------------------------------------------------------------
+
+    def _put(self, action: Callable[[], None], always: bool = False) -> None:
+        with self._cond:
+            self._pending.append((action, always))
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._work, name=f"dpaudit-mirror-{self.run_id[:8]}",
+                                                daemon=True)
+                self._worker.start()
+            self._cond.notify_all()
+
+    def _current(self) -> str:
+        return self._trial or self.run_id
 
     def enqueue(self, record: Record, spent_epsilon: float) -> None:
         """Queue ``record`` for the current run (the caller holds the session lock, so queue order is ledger order).
@@ -65,84 +112,204 @@ class SessionMirror:
             record: the record just appended.
             spent_epsilon: ε spent after it (plotted as the burn-down metric).
         """
-        if self.mirror is None:
+        if self._connect is None:
             return
-        run = self._current_run()
-        self.mirrored_to[record.seq] = run
-        mirror = self.mirror
-        self._pending.append(lambda: mirror.record(run, asdict(record), spent_epsilon))
+        target = self._current()
+        self.mirrored_to[record.seq] = target
+        if record.type == OPEN:
+            self._opened = record.body
+        self._put(partial(self._send, target, record, spent_epsilon, False))
+        if target != self.run_id and record.type == CHARGE:
+            self._put(partial(self._send, self.run_id, record, spent_epsilon, True))
 
     def log_public_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        """Queue metrics computed on public data for the current run, and drain."""
-        if self.mirror is None:
+        """Queue metrics computed on public data for the current run."""
+        if self._connect is None:
             return
-        run, mirror, values = self._current_run(), self.mirror, dict(metrics)
-        self._pending.append(lambda: mirror.log_public_metrics(run, values, step))
-        self.drain()
-
-    def drain(self, *, wait: bool = False) -> None:
-        """Send the queued records, in order; call it without holding the session lock.
-
-        Args:
-            wait: wait for a drain running in another thread (and then drain); otherwise leave the queue to it.
-        """
-        while self._pending:
-            if not self._order.acquire(blocking=wait):
-                return  # the holder re-checks the queue after releasing the lock: it sends what we queued
-            try:
-                while self._pending:
-                    send = self._pending.popleft()
-                    if self.error is None:
-                        try:
-                            send()
-                        except Exception as exc:  # the ledger is the source of truth; caught up on close
-                            self.error = exc
-            finally:
-                self._order.release()
+        target, values = self._current(), dict(metrics)
+        self._put(partial(self._send_public, target, values, step))
 
     @contextlib.contextmanager
-    def trial(self, name: str) -> Iterator[None]:
-        """Mirror the records made inside the block to a nested MLflow run (one tuning trial)."""
-        if self.mirror is None:
+    def trial(self, name: str, params: Mapping[str, Any] | None = None) -> Iterator[None]:
+        """Mirror the records made inside the block to a nested MLflow run (one tuning trial) with ``params``.
+
+        Raises:
+            InvalidParameter: an empty name, or params :func:`~dpaudit.tracking.run_page.hyperparameters` refuses
+                (checked before anything is queued, with or without a mirror).
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidParameter(f"trial name must be a non-empty string, got {name!r}")
+        values = hyperparameters(params)
+        if self._connect is None:
             yield
             return
-        previous = self._trial_run
-        self._trial_run = self.mirror.start_run(name, params={}, tags={}, parent_run_id=self.run_id)
+        target = f"{self.run_id}/trial-{next(self._trial_numbers)}"
+        self._put(partial(self._start_trial, target, name, values))
+        previous, self._trial = self._trial, target
         try:
             yield
         finally:
-            self.drain(wait=True)  # the trial's records reach its run before the run ends
-            self.mirror.end_run(self._trial_run)
-            self._trial_run = previous
+            self._trial = previous
+            self._put(partial(self._end_trial, target))
+
+    def wait(self, timeout: float = FINISH_TIMEOUT_S) -> bool:
+        """Wait until everything queued so far has been sent (or skipped after a failure); False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
+
+    def mlflow_run_id(self, target: str | None = None) -> str | None:
+        """The MLflow run id of the session run (or of a trial target), None until the worker has created it."""
+        return self._mlflow_ids.get(target or self.run_id)
 
     def finish(self, ledger: Ledger, run_dir: Path, status: str) -> None:
-        """At close: send what is queued, catch every run up after a failure, attach the run folder's files (ledger,
-        certificate, report, public key), end the runs.
+        """At close: let the worker send what is queued, catch every run up after a failure, attach the run folder's
+        files, state the certified claim on the run page and end the run; wait for it at most
+        :data:`FINISH_TIMEOUT_S`.
 
         A failure here is reported on stderr, not raised: the ledger and the certificate are already complete.
         """
-        if self.mirror is None:
+        if self._connect is None:
             return
+        done, failures = threading.Event(), []
+        self._put(partial(self._finish, ledger, Path(run_dir), status, failures, done), always=True)
+        if not done.wait(FINISH_TIMEOUT_S):
+            failures.append(TimeoutError(f"MLflow did not catch up within {FINISH_TIMEOUT_S:.0f} s"))
+        if failures:
+            print(f"dpaudit: warning: MLflow mirror incomplete ({failures[0]}); the ledger and certificate in "
+                  f"{run_dir} are complete; once MLflow is back run `dpaudit mirror sync {self.run_id}`",
+                  file=sys.stderr)
+
+    # --- the worker -------------------------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        """Send queued items in order; leave after the finishing item, or when idle for :data:`FINISH_TIMEOUT_S`
+        (a later item starts a new worker: :meth:`_put` starts one whenever ``_worker`` is None)."""
+        while True:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+                if not self._cond.wait_for(lambda: self._pending, timeout=FINISH_TIMEOUT_S):
+                    self._worker = None
+                    return
+                action, always = self._pending.popleft()
+                self._busy = True
+            if self.error is None or always:
+                try:
+                    action()
+                except Exception as exc:  # the ledger is the source of truth; caught up at close
+                    if self.error is None:
+                        self.error = exc
+            if always:  # the finishing item: the session is closed
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+                    if not self._pending:
+                        self._worker = None
+                        return
+
+    def _connected(self) -> MlflowMirror:
+        if self.mirror is None:
+            assert self._connect is not None
+            self.mirror = self._connect()
+        return self.mirror
+
+    def _mlflow_id(self, target: str) -> str:
+        """The MLflow run of ``target``: the session run is created on first use; a trial that has no run (its
+        creation failed) falls back to the session run."""
+        mirror = self._connected()
+        if self.run_id not in self._mlflow_ids:
+            if self._opened is None:
+                raise DPAuditError("the session run cannot be created before the open record is queued")
+            self._mlflow_ids[self.run_id] = ensure_session_run(mirror, self.run_id, self._opened)
+        return self._mlflow_ids.get(target, self._mlflow_ids[self.run_id])
+
+    def _spent_key(self) -> str:
+        from dpaudit.tracking.entities import spent_key
+
+        return spent_key(self._opened or {})
+
+    def _send(self, target: str, record: Record, spent: float, burn_down_only: bool) -> None:
+        run = self._mlflow_id(target)
+        self._connected().record(run, asdict(record), spent, key=self._spent_key(), burn_down_only=burn_down_only)
+
+    def _send_public(self, target: str, metrics: dict[str, float], step: int) -> None:
+        self._connected().log_public_metrics(self._mlflow_id(target), metrics, step)
+
+    def _start_trial(self, target: str, name: str, params: dict[str, str]) -> None:
+        parent = self._mlflow_id(self.run_id)
+        self._mlflow_ids[target] = self._connected().start_run(name, params=params, tags={}, parent_run_id=parent)
+
+    def _end_trial(self, target: str) -> None:
+        if target in self._mlflow_ids:
+            self._connected().end_run(self._mlflow_ids[target])
+
+    def _finish(self, ledger: Ledger, run_dir: Path, status: str, failures: list[Exception],
+                done: threading.Event) -> None:
         try:
-            self.drain(wait=True)
+            mirror = self._connected()
             if self.error is not None:
                 self._resync(ledger.records())
-            self.mirror.flush()
-            attach_run_files(self.mirror, self.run_id, run_dir)
-            self.mirror.end_run(self.run_id, mlflow_status(status))
+            session = self._mlflow_id(self.run_id)
+            mirror.flush()
+            attach_run_files(mirror, session, run_dir)
+            certificate = read_certificate(run_dir)
+            if certificate is not None:
+                mirror.set_tags(session, certificate_tags(certificate, close_verdict(certificate), self._spent_key()))
+            mirror.end_run(session, mlflow_status(status))
         except Exception as exc:
-            print(f"dpaudit: warning: MLflow mirror incomplete ({exc}); the ledger and certificate in {run_dir} are "
-                  f"complete; once MLflow is back run `dpaudit mirror sync {self.run_id}`", file=sys.stderr)
+            failures.append(exc)
+            self.error = self.error or exc
+        finally:
+            done.set()
 
     def _resync(self, records: Sequence[Record]) -> None:
-        """After a mirror failure: catch every run (session and trials) up with its own ledger records."""
-        assert self.mirror is not None
+        """After a failure: catch every run (session and trials) up with its own ledger records, and the session run
+        with the burn-down points of the trials' charges."""
+        mirror = self._connected()
         by_run: dict[str, list[Record]] = {}
+        only: set[int] = set()
         for record in records:
-            by_run.setdefault(self.mirrored_to.get(record.seq, self.run_id), []).append(record)
+            run = self._mlflow_id(self.mirrored_to.get(record.seq, self.run_id))
+            by_run.setdefault(run, []).append(record)
+            session = self._mlflow_id(self.run_id)
+            if run != session and record.type == CHARGE:
+                by_run.setdefault(session, []).append(record)
+                only.add(record.seq)
         spent = dict(zip((r.seq for r in records), spent_after(records), strict=True))
         for run, run_records in by_run.items():
-            self.mirror.resync(run, [asdict(r) for r in run_records], [spent[r.seq] for r in run_records])
+            run_records.sort(key=lambda r: r.seq)
+            mirror.resync(run, [asdict(r) for r in run_records], [spent[r.seq] for r in run_records],
+                          key=self._spent_key(),
+                          burn_down_only=frozenset(only) if run == self._mlflow_ids[self.run_id] else frozenset())
+
+
+def ensure_session_run(mirror: MlflowMirror, run_id: str, opened: Mapping[str, Any]) -> str:
+    """The MLflow run id of dpaudit run ``run_id``: the run tagged ``dpaudit.run_id = run_id`` (or, for a run mirrored
+    before the session made its own ids, the MLflow run of that id, then tagged), created from the ``open`` record
+    body ``opened`` if there is none (:func:`~dpaudit.tracking.run_page.session_run`).
+
+    Raises:
+        MirrorError: MLflow cannot be read or written.
+    """
+    found = mirror.find_session_run(run_id)
+    if found is not None:
+        if found.data.tags.get(RUN_ID_TAG) != run_id:
+            mirror.set_tags(found.info.run_id, {RUN_ID_TAG: run_id})
+        return found.info.run_id
+    name, params, tags = session_run(run_id, opened)
+    return mirror.start_run(name, params=params, tags=tags)
+
+
+def read_certificate(run_dir: Path) -> dict[str, Any] | None:
+    """The run folder's certificate, None when there is none yet.
+
+    Raises:
+        VerificationError: it is not a regular file or not strict JSON.
+    """
+    from dpaudit.canonical import read_object
+
+    path = Path(run_dir) / CERTIFICATE
+    return read_object(path, VerificationError) if os.path.lexists(path) else None
 
 
 def run_files(run_dir: Path) -> list[Path]:
@@ -182,13 +349,28 @@ def mlflow_status(close_status: str) -> str:
     return "KILLED" if close_status == "ABORTED" else "FAILED"
 
 
-def sync_mirror(run_dir: Path, records: Sequence[Record], tracking_uri: str | None) -> int:
-    """Bring a run's MLflow mirror up to date with its ledger, after an outage (``dpaudit mirror sync RUN``).
+def verdict_of(run_dir: Path) -> str:
+    """``dpaudit verify``'s verdict on the run folder (default trust), as the run tag states it."""
+    from dpaudit.verify import verify_bundle
 
-    Idempotent (the run's high-water mark tag, :meth:`~dpaudit.tracking.mirror.MlflowMirror.resync`): every ledger
-    record above the session run's mark is sent to the session run, the run folder's files are attached, and a
-    closed run is ended with its close status. Which records a dead process sent to nested trial runs is not in the
-    ledger, so records missing from MLflow are caught up in the session run itself (the ledger artifact holds all).
+    try:
+        report = verify_bundle(run_dir)
+    except DPAuditError as exc:
+        return f"not verified: {exc}"
+    return checked_verdict(report.valid, report.reasons)
+
+
+def sync_mirror(run_dir: Path, records: Sequence[Record], tracking_uri: str | None) -> int:
+    """Bring a run's MLflow mirror up to date with its ledger: after an outage, or into an empty or rebuilt store
+    (``dpaudit mirror sync RUN``).
+
+    The session run is found by its tag ``dpaudit.run_id`` and created from the ``open`` record if absent
+    (:func:`ensure_session_run`); every ledger record above its high-water mark is sent
+    (:meth:`~dpaudit.tracking.mirror.MlflowMirror.resync`), the run folder's files are attached, a closed run's page
+    states its certified claim with ``dpaudit verify``'s verdict, and it is ended with its close status. Idempotent:
+    a second sync sends no record and creates no run. Which records a dead process sent to nested trial runs is not
+    in the ledger, so records missing from MLflow are caught up in the session run itself (the ledger artifact holds
+    all).
 
     Args:
         run_dir: the run folder.
@@ -199,37 +381,46 @@ def sync_mirror(run_dir: Path, records: Sequence[Record], tracking_uri: str | No
         How many records were newly mirrored.
 
     Raises:
-        VerificationError: the MLflow store has no such run.
+        VerificationError: the ledger does not start with an ``open`` record, or the certificate is unreadable.
         MirrorError: MLflow could not be read or written.
     """
-    from dpaudit.certificate import open_body
+    from dpaudit.tracking.entities import spent_key
     from dpaudit.tracking.mirror import MlflowMirror
     from dpaudit.tracking.store import resolve_tracking_uri
 
-    run_id = open_body(records).run_id or Path(run_dir).name
-    mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), experiment="dpaudit")
-    mirror.find_run(run_id)
-    sent = mirror.resync(run_id, [asdict(r) for r in records], spent_after(records))
-    attach_run_files(mirror, run_id, run_dir)
+    if not records or records[0].type != OPEN:
+        raise VerificationError(f"the ledger of {run_dir} does not start with an open record")
+    opened = records[0].body
+    run_id = opened.get("run_id") or Path(run_dir).name
+    mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), experiment=EXPERIMENT)
+    session = ensure_session_run(mirror, run_id, opened)
+    key = spent_key(opened)
+    sent = mirror.resync(session, [asdict(r) for r in records], spent_after(records), key=key)
+    attach_run_files(mirror, session, run_dir)
+    certificate = read_certificate(run_dir)
+    if certificate is not None:
+        mirror.set_tags(session, certificate_tags(certificate, verdict_of(run_dir), key))
     if records[-1].type == CLOSE:
-        mirror.end_run(run_id, mlflow_status(str(records[-1].body.get("status"))))
+        mirror.end_run(session, mlflow_status(str(records[-1].body.get("status"))))
     return sent
 
 
-def open_session_mirror(enabled: bool, tracking_uri: str | None, name: str, params: dict[str, str],
-                        tags: dict[str, str], key_fingerprint: str) -> SessionMirror:
-    """The session's mirror: when ``enabled``, an MLflow run started with ``params`` and ``tags`` (and tagged with the
-    fingerprint of the key that will sign its certificate); otherwise no mirror and a random run id.
+def open_session_mirror(enabled: bool, tracking_uri: str | None, run_id: str) -> SessionMirror:
+    """The session's mirror of run ``run_id``: when ``enabled``, one that connects to MLflow lazily, in its worker
+    thread; otherwise none. Opening imports no MLflow and touches no store.
 
     Raises:
-        MirrorError: MLflow cannot be reached (only when ``enabled``).
+        InvalidParameter: an empty tracking URI (only when ``enabled``).
     """
     if not enabled:
-        return SessionMirror(None, uuid.uuid4().hex)
-    from dpaudit.tracking.entities import KEY_FINGERPRINT_TAG
-    from dpaudit.tracking.mirror import MlflowMirror
+        return SessionMirror(None, run_id)
     from dpaudit.tracking.store import resolve_tracking_uri
 
-    mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), experiment="dpaudit")
-    run_id = mirror.start_run(name, params=params, tags={**tags, KEY_FINGERPRINT_TAG: key_fingerprint})
-    return SessionMirror(mirror, run_id)
+    uri = resolve_tracking_uri(tracking_uri)
+
+    def connect() -> MlflowMirror:
+        from dpaudit.tracking.mirror import MlflowMirror
+
+        return MlflowMirror(uri, experiment=EXPERIMENT)
+
+    return SessionMirror(connect, run_id)

@@ -4,7 +4,9 @@
 * :mod:`~dpaudit.tuning.candidates`: the candidate type, grid parsing, candidate and envelope events;
 * :mod:`~dpaudit.tuning.data`: the tuning data through ``Session.data`` and the one protected-data check;
 * :mod:`~dpaudit.tuning.models`, :mod:`~dpaudit.tuning.seeds`: seeded model construction, the one seed range;
-* :mod:`~dpaudit.tuning.options`: the shared options with one set of defaults.
+* :mod:`~dpaudit.tuning.options`: the shared options with one set of defaults;
+* :mod:`~dpaudit.tuning.space`, :mod:`~dpaudit.tuning.user`, :mod:`~dpaudit.tuning.networks`: search spaces, the
+  user's trainer and objective (``dpaudit.tune``), the study file's built-in models (imported on use).
 
 Every function that charges or records takes a plugin's view of the session
 (:meth:`dpaudit.session.Session.for_plugin`), so everything is attributed to the calling plugin.

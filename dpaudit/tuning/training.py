@@ -34,6 +34,10 @@ by the realised Poisson batch size, which is not).
 from __future__ import annotations
 
 import hashlib
+import math
+import sys
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,20 +46,22 @@ import opacus
 import torch
 from opacus import GradSampleModule
 from opacus.data_loader import DPDataLoader
-from opacus.optimizers import DPOptimizer
+from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
+from opacus.utils.batch_memory_manager import BatchSplittingSampler
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from opacus.validators import ModuleValidator
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from dpaudit import canonical
+from dpaudit.accounting.base import Accountant, DeltaUnreachable
 from dpaudit.accounting.dominance import covers
 from dpaudit.errors import AccountingError, InvalidParameter, PluginError
 from dpaudit.events import PoissonSubsampledGaussianEvent, PrivacyEvent, RepeatAndSelectEvent
 from dpaudit.registry import DATASET_SIZE_PUBLIC
 from dpaudit.sensitivity import Assumption, Neighbouring, from_formula
 from dpaudit.tuning.seeds import draw_seed
-from dpaudit.validation import check_count, check_positive
+from dpaudit.validation import check_count, check_delta, check_positive
 
 if TYPE_CHECKING:
     from dpaudit.plugin_session import PluginSession
@@ -162,8 +168,8 @@ def plan_from_loader(loader: DataLoader, epochs: int) -> SamplingPlan:
     return SamplingPlan(dataset_size=n, sample_rate=q, steps_per_epoch=len(sampler), epochs=epochs)
 
 
-def dp_sgd_event(plan: SamplingPlan, *, noise_multiplier: float, max_grad_norm: float,
-                 label: str) -> PoissonSubsampledGaussianEvent:
+def dp_sgd_event(plan: SamplingPlan, *, noise_multiplier: float, max_grad_norm: float, label: str,
+                 assumptions: tuple[Assumption, ...] = ASSUMPTIONS) -> PoissonSubsampledGaussianEvent:
     """The single event that covers the whole run: N steps of the Poisson-subsampled Gaussian mechanism.
 
     Sensitivity: the sum of per-example gradients clipped to L2 norm C changes by at most C when one record is added
@@ -174,31 +180,128 @@ def dp_sgd_event(plan: SamplingPlan, *, noise_multiplier: float, max_grad_norm: 
         neighbouring=Neighbouring.ADD_REMOVE,
         sensitivity=sensitivity,
         label=label,
-        assumptions=ASSUMPTIONS,
+        assumptions=assumptions,
         sample_rate=plan.sample_rate,
         noise_multiplier=noise_multiplier,
         steps=plan.steps,
     )
 
 
-class CappedDPOptimizer(DPOptimizer):
-    """Opacus's ``DPOptimizer`` with a hard cap on the number of noisy steps.
+#: the relative gap below the target that :func:`calibrate_noise_multiplier` settles for
+CALIBRATION_GAP = 0.005
+_CALIBRATION_ROUNDS = 60
 
-    The check runs at the top of :meth:`pre_step`, before the step's per-example gradients are clipped and before
-    its noise is drawn, so a refused step releases nothing.
+
+def calibrate_noise_multiplier(plan: SamplingPlan, *, target_epsilon: float, delta: float, accountant: Accountant,
+                               max_grad_norm: float, label: str = "",
+                               assumptions: tuple[Assumption, ...] = ASSUMPTIONS,
+                               gap: float = CALIBRATION_GAP) -> tuple[float, float]:
+    """The smallest σ found such that ``accountant`` bounds the run's event by ``target_epsilon`` at ``delta``.
+
+    Root-finding on ε(σ) of :func:`dp_sgd_event` (decreasing in σ): a bracket [σ_lo, σ_hi] with
+    ε(σ_lo) > target ≥ ε(σ_hi) is narrowed by false position on (log σ, log ε), halving the weight of the end kept,
+    falling back to geometric bisection, until ε(σ_hi) ≥ (1 − ``gap``)·target or σ_hi/σ_lo − 1 < ``gap``/10. The
+    answer is always σ_hi, whose ε the accountant itself computed to be ≤ the target, so the result is conservative
+    even where the accountant's numerics are not exactly monotone. (Opacus's ``get_noise_multiplier`` searches with
+    Opacus's own accountant and a sample rate of 1/len(loader), so its σ need not meet the target under the bound
+    dpaudit certifies.)
+
+    Returns:
+        (σ, ε(σ)), with ε(σ) ≤ ``target_epsilon``.
+
+    Raises:
+        InvalidParameter: a bad target or δ.
+        AccountingError: no σ up to 10⁶ meets the target (the target is too small for this plan).
+    """
+    target = check_positive("target_epsilon", target_epsilon)
+    delta = check_delta(delta, "target_delta", allow_zero=False)
+
+    def epsilon(sigma: float) -> float:
+        event = dp_sgd_event(plan, noise_multiplier=sigma, max_grad_norm=max_grad_norm, label=label,
+                             assumptions=assumptions)
+        try:
+            return accountant.epsilon(event, delta)
+        except DeltaUnreachable:
+            return math.inf
+
+    lo, hi = 0.0, 1.0
+    eps_lo, eps_hi = math.inf, epsilon(hi)
+    while eps_hi > target:
+        lo, eps_lo = hi, eps_hi
+        hi *= 2.0
+        if hi > 1e6:
+            raise AccountingError(f"no noise multiplier up to 1e6 brings epsilon to {target:g} at delta {delta:g} "
+                                  f"for {plan.steps} steps at sample rate {plan.sample_rate:g}")
+        eps_hi = epsilon(hi)
+    if lo == 0.0:  # σ = 1 already meets the target: bracket from below
+        lo = 0.5
+        eps_lo = epsilon(lo)
+        while eps_lo <= target:
+            hi, eps_hi = lo, eps_lo
+            lo /= 2.0
+            if lo < 1e-3:
+                return hi, eps_hi
+            eps_lo = epsilon(lo)
+    side = 0
+    for _ in range(_CALIBRATION_ROUNDS):
+        if eps_hi >= (1.0 - gap) * target or hi / lo - 1.0 < gap / 10:
+            break
+        if math.isfinite(eps_lo) and eps_hi > 0:
+            # false position on log ε against log σ (Illinois: halve the stale end's weight)
+            f_lo, f_hi = math.log(eps_lo / target), math.log(eps_hi / target)
+            w_lo, w_hi = (f_lo / 2 if side == 1 else f_lo), (f_hi / 2 if side == -1 else f_hi)
+            x_lo, x_hi = math.log(lo), math.log(hi)
+            x = x_hi - w_hi * (x_hi - x_lo) / (w_hi - w_lo)
+            mid = math.exp(min(max(x, x_lo + 0.01 * (x_hi - x_lo)), x_hi - 0.01 * (x_hi - x_lo)))
+        else:
+            mid = math.sqrt(lo * hi)
+        eps_mid = epsilon(mid)
+        if eps_mid <= target:
+            hi, eps_hi, side = mid, eps_mid, 1
+        else:
+            lo, eps_lo, side = mid, eps_mid, -1
+    return hi, eps_hi
+
+
+class CappedDPOptimizer(DPOptimizer):
+    """Opacus's ``DPOptimizer`` with a hard cap on the number of noisy steps, each over exactly one Poisson batch.
+
+    The checks run at the top of :meth:`pre_step`, before the step's per-example gradients are clipped and before
+    its noise is drawn, so a refused step releases nothing. Only steps that add noise count (a step skipped by
+    ``BatchMemoryManager`` only clips and accumulates). A skipped step merges its batch's clipped gradients into
+    the next noisy step, so :meth:`signal_skip_step` accepts a skip only from Opacus's ``BatchSplittingSampler``
+    splitting one batch of ``poisson_batches`` (the run's own sampler): a skip that merged two Poisson batches under
+    one noise draw would be a mechanism the N-step event does not describe.
+
+    Args:
+        optimizer: the wrapped torch optimizer.
+        max_steps: N, the noisy steps charged.
+        poisson_batches: the Poisson batch sampler of the run's loader (None: no step may be skipped).
+        on_last_step: called once, after the N-th noisy step's parameter update.
+        **kwargs: ``DPOptimizer``'s.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, *, max_steps: int, **kwargs: Any) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, *, max_steps: int, poisson_batches: object = None,
+                 on_last_step: Callable[[], None] | None = None, **kwargs: Any) -> None:
         super().__init__(optimizer, **kwargs)
         self.max_steps = check_count("max_steps", max_steps)
         self.steps_taken = 0
+        self.poisson_batches = poisson_batches
+        self.on_last_step = on_last_step
+        self.stopped: str | None = None
+
+    def stop(self, reason: str) -> None:
+        """Refuse every later step with ``reason`` (e.g. the model was released)."""
+        self.stopped = reason
 
     def pre_step(self, closure: Any = None) -> bool:
-        """Refuse the step past the cap, then clip, noise and count.
+        """Refuse the step past the cap (or after :meth:`stop`), then clip, noise and count.
 
         Raises:
-            AccountingError: this step would exceed the number of steps charged.
+            AccountingError: this step would exceed the number of steps charged, or the run was stopped.
         """
+        if self.stopped is not None:
+            raise AccountingError(self.stopped)
         if self.steps_taken >= self.max_steps:
             raise AccountingError(
                 f"noisy step {self.steps_taken + 1} exceeds the {self.max_steps} steps charged; the accounting "
@@ -208,6 +311,67 @@ class CappedDPOptimizer(DPOptimizer):
         if ran:
             self.steps_taken += 1
         return ran
+
+    def step(self, closure: Any = None) -> Any:
+        """``DPOptimizer.step``; after the N-th noisy update, ``on_last_step`` runs once."""
+        result = super().step(closure)
+        if self.steps_taken == self.max_steps and self.on_last_step is not None and self.stopped is None:
+            self.on_last_step()
+        return result
+
+    def signal_skip_step(self, do_skip: bool = True) -> None:
+        """Accept a skip only from a ``BatchSplittingSampler`` over this run's Poisson batches (class docstring).
+
+        Raises:
+            AccountingError: any other caller asks to skip (nothing is queued).
+        """
+        caller = sys._getframe(1).f_locals.get("self")
+        if do_skip and not (isinstance(caller, BatchSplittingSampler) and self.poisson_batches is not None
+                            and caller.sampler is self.poisson_batches):
+            raise AccountingError(
+                "a skipped step would add this batch's clipped gradients to the next noisy step; each noisy step is "
+                "accounted for exactly one Poisson batch, so only BatchMemoryManager splitting one batch of this "
+                "run's data loader may skip (use BatchMemoryManager(data_loader=<the loader make_private returned>, "
+                "...) for virtual steps)")
+        super().signal_skip_step(do_skip)
+
+
+class CappedGhostClippingOptimizer(CappedDPOptimizer, DPOptimizerFastGradientClipping):
+    """:class:`CappedDPOptimizer` for ghost clipping (Li et al. 2022; Bu et al. 2023; Opacus ``grad_sample_mode=
+    "ghost"``): the gradient it noises is the one the clipped second backward pass left in ``p.grad``.
+
+    Ghost clipping computes each example's gradient norm ‖g_i‖ in a first backward pass, then backpropagates
+    Σ_i min(1, C/(‖g_i‖ + 10⁻⁶))·ℓ_i with the norm hooks off, so ``p.grad`` holds the clipped sum: Opacus's flat
+    clipping, the same mechanism as the hooks path. A ``p.grad`` left by any other backward pass (the user's own,
+    unwrapped loss) is unclipped; :meth:`watch` marks every gradient accumulation with whether the norm hooks were
+    off, and :meth:`pre_step` refuses a step unless every parameter's last accumulation was the clipped one.
+    """
+
+    def watch(self, module: Any) -> None:
+        """Mark each accumulation into a parameter's ``.grad`` as clipped (``module``'s hooks off) or not."""
+        def mark(param: torch.Tensor) -> None:
+            param._dpaudit_clipped = not module.hooks_enabled  # type: ignore[attr-defined]
+
+        self._watch_handles = [p.register_post_accumulate_grad_hook(mark) for p in self.params]
+
+    def stop(self, reason: str) -> None:
+        super().stop(reason)
+        for handle in getattr(self, "_watch_handles", ()):
+            handle.remove()
+
+    def pre_step(self, closure: Any = None) -> bool:
+        """Refuse a gradient that the clipped backward pass did not produce, then :meth:`CappedDPOptimizer.pre_step`.
+
+        Raises:
+            AccountingError: a parameter's gradient came from an unclipped backward pass.
+        """
+        if self.stopped is None and any(p.grad is not None and not getattr(p, "_dpaudit_clipped", False)
+                                        for p in self.params):
+            raise AccountingError(
+                "ghost clipping: a gradient was not produced by the clipped backward pass; compute the loss with "
+                "the criterion make_private returned (loss = criterion(output, target); loss.backward()), not "
+                "with the original loss")
+        return super().pre_step(closure)
 
 
 def state_dict_sha256(model: nn.Module) -> str:
@@ -353,14 +517,10 @@ def train_private_loader(session: PluginSession, model: nn.Module, loader: DataL
     check_positive("noise_multiplier", noise_multiplier)
     if optimizer not in OPTIMIZERS:
         raise InvalidParameter(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}")
-    if Neighbouring(session.neighbouring) is not Neighbouring.ADD_REMOVE:
-        raise PluginError(f"{TRAINER} is analysed under add/remove neighbours; the session uses "
-                          f"{Neighbouring(session.neighbouring).value}")
+    check_add_remove(session)
     device = session.device
     model.to(device).train()
-    errors = ModuleValidator.validate(model, strict=False)
-    if errors:
-        raise PluginError(f"{TRAINER}: model is not compatible with per-example clipping: {errors}")
+    check_per_example(model)
     event = dp_sgd_event(plan, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, label=label)
     repetition = charge is not None and isinstance(charge.event, RepeatAndSelectEvent)
     if charge is not None:
@@ -379,6 +539,7 @@ def train_private_loader(session: PluginSession, model: nn.Module, loader: DataL
         dp_optimizer = CappedDPOptimizer(
             OPTIMIZERS[optimizer](gsm.parameters(), lr=lr),
             max_steps=plan.steps,
+            poisson_batches=loader.batch_sampler,
             noise_multiplier=noise_multiplier,
             max_grad_norm=max_grad_norm,
             expected_batch_size=plan.expected_batch_size,
@@ -387,39 +548,85 @@ def train_private_loader(session: PluginSession, model: nn.Module, loader: DataL
             secure_mode=False,
         )
         if charge is None:
-            charge = session.charge(event, mechanism=MECHANISMS[optimizer])
-            session.claim(charge)  # this run uses its own charge: nothing else can run under it
+            charge = charge_run(session, event, MECHANISMS[optimizer])
         train_loss = _train_loop(session, gsm, dp_optimizer, loader, plan, public_eval)
     finally:
         trained = gsm.to_standard_module()
 
-    digest = state_dict_sha256(trained)
-    n_parameters = sum(p.numel() for p in trained.parameters() if p.requires_grad)
-    result = TrainResult(model=trained, steps=dp_optimizer.steps_taken, planned_steps=plan.steps,
-                         charge_seq=charge.seq, sample_rate=plan.sample_rate, model_sha256=digest,
-                         n_parameters=n_parameters, train_loss=train_loss)
-    if repetition:
-        return result
+    digest, n_parameters = state_dict_sha256(trained), count_parameters(trained)
+    if not repetition:
+        record_run(session, charge, plan, digest=digest, n_parameters=n_parameters,
+                   realised_steps=dp_optimizer.steps_taken,
+                   details={"covered_by_envelope": enveloped, "mechanism": MECHANISMS[optimizer],
+                            "noise_multiplier": noise_multiplier, "max_grad_norm": max_grad_norm,
+                            "optimizer": optimizer, "lr": lr, "device": str(device)})
+    return TrainResult(model=trained, steps=dp_optimizer.steps_taken, planned_steps=plan.steps,
+                       charge_seq=charge.seq, sample_rate=plan.sample_rate, model_sha256=digest,
+                       n_parameters=n_parameters, train_loss=train_loss)
+
+
+def check_add_remove(session: PluginSession) -> None:
+    """DP-SGD's event is analysed under add/remove neighbours only.
+
+    Raises:
+        PluginError: the session protects replace-one neighbours.
+    """
+    if Neighbouring(session.neighbouring) is not Neighbouring.ADD_REMOVE:
+        raise PluginError(f"{TRAINER} is analysed under add/remove neighbours; the session uses "
+                          f"{Neighbouring(session.neighbouring).value}")
+
+
+def check_per_example(model: nn.Module) -> None:
+    """No layer of ``model`` may mix examples (e.g. BatchNorm): per-example clipping would not bound sensitivity.
+
+    Raises:
+        PluginError: Opacus's ``ModuleValidator`` lists incompatible layers (``ModuleValidator.fix`` replaces most).
+    """
+    errors = ModuleValidator.validate(model, strict=False)
+    if errors:
+        raise PluginError(f"{TRAINER}: model is not compatible with per-example clipping: {errors} (Opacus's "
+                          "ModuleValidator.fix(model) replaces BatchNorm by GroupNorm)")
+
+
+def charge_run(session: PluginSession, event: PoissonSubsampledGaussianEvent, mechanism: str) -> Charge:
+    """Charge the whole run's event before its first step and claim it: nothing else can run under it.
+
+    Raises:
+        BudgetExceeded: the session cannot pay for the N steps (nothing is charged).
+    """
+    charge = session.charge(event, mechanism=mechanism)
+    session.claim(charge)
+    return charge
+
+
+def count_parameters(model: nn.Module) -> int:
+    """The number of trainable scalars of ``model``."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def record_run(session: PluginSession, charge: Charge, plan: SamplingPlan, *, digest: str, n_parameters: int,
+               realised_steps: int, details: Mapping[str, Any]) -> None:
+    """Write the run's ``info`` record (public schedule and hyperparameters), then release the model's digest.
+
+    Args:
+        digest: :func:`state_dict_sha256` of the model that leaves.
+        n_parameters: its :func:`count_parameters`.
+        realised_steps: the noisy steps taken (≤ N).
+        details: further public facts of the run (mechanism, σ, C, optimizer, learning rate, device, ...).
+    """
     session.record_info({
         "charge_seq": charge.seq,
-        "covered_by_envelope": enveloped,
-        "mechanism": MECHANISMS[optimizer],
         "planned_steps": plan.steps,
-        "realised_steps": dp_optimizer.steps_taken,
+        "realised_steps": realised_steps,
         "sample_rate": plan.sample_rate,
         "dataset_size": plan.dataset_size,
         "expected_batch_size": plan.expected_batch_size,
         "epochs": plan.epochs,
-        "noise_multiplier": noise_multiplier,
-        "max_grad_norm": max_grad_norm,
-        "optimizer": optimizer,
-        "lr": lr,
         "opacus_version": opacus.__version__,
         "secure_mode": False,
-        "device": str(device),
+        **details,
     })
     session.record_release(charge, {"model_sha256": digest, "n_parameters": n_parameters})
-    return result
 
 
 def check_covered(charged: PrivacyEvent, run: PoissonSubsampledGaussianEvent) -> None:
@@ -441,17 +648,21 @@ def _train_loop(session: PluginSession, gsm: GradSampleModule, dp_optimizer: Cap
     """Run the planned epochs; returns the (confidential) mean training loss."""
     device = session.device
     criterion = nn.BCEWithLogitsLoss(reduction="sum")
-    loss_sum, seen = 0.0, 0
+    loss_sum, seen = torch.zeros((), device=device), 0  # summed on the device: no host sync per step
     for _ in range(plan.epochs):
         for xb, yb in loader:
             xb, yb = xb.to(device), yb.to(device)
             dp_optimizer.zero_grad(set_to_none=True)
             loss = criterion(gsm(xb).reshape(-1), yb)
-            loss.backward()
+            with warnings.catch_warnings():
+                # expected: Opacus computes per-sample gradients with full backward hooks and the inputs need no
+                # gradient, which torch reports on every backward pass (the gradients are unaffected)
+                warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
+                loss.backward()
             dp_optimizer.step()
-            loss_sum += loss.item()
+            loss_sum += loss.detach()
             seen += len(yb)
         if public_eval is not None:
             session.log_public_metrics(evaluate(gsm, public_eval[0], public_eval[1], device),
                                        step=dp_optimizer.steps_taken)
-    return loss_sum / seen if seen else None
+    return loss_sum.item() / seen if seen else None

@@ -9,6 +9,7 @@ from dpaudit.registry import Plugin
 from dpaudit.tuning import TUNING_PROTECTED, TUNING_PUBLIC, Candidate
 from dpaudit_plugins.constant_overhead.candidates import default_grid
 from dpaudit_plugins.constant_overhead.config import ConstantOverheadConfig
+from dpaudit_plugins.constant_overhead.formulas import FORMULA_ID
 from dpaudit_plugins.constant_overhead.loop import Iteration, LoopResult, LoopState, Proposer, advance, run_elastic_loop
 from dpaudit_plugins.constant_overhead.partition import (
                     assign_partitions,
@@ -18,7 +19,7 @@ from dpaudit_plugins.constant_overhead.partition import (
 )
 from dpaudit_plugins.constant_overhead.plugin import PLUGIN_NAME, VERSION, run
 from dpaudit_plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
-from dpaudit_plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities, aggregate_utility
+from dpaudit_plugins.constant_overhead.utility import PartitionUtilities, aggregate_utility
 
 SMOKE_CANDIDATES = [{"lr": lr, "max_grad_norm": 1.0, "noise_multiplier": 1.0, "epochs": 1, "batch_size": 64}
                     for lr in (0.5, 2.0, 8.0)]
@@ -37,6 +38,7 @@ PLUGIN = Plugin(
     protected=TUNING_PROTECTED,
     public=TUNING_PUBLIC,
     dataset_size_public=True,  # DP-SGD's sampling rate q = B/n uses n (assumption dataset-size-public)
+    check_config=ConstantOverheadConfig.from_mapping,  # `dpaudit run` refuses a bad config before opening a run
 )
 
 __all__ = [

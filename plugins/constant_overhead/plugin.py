@@ -43,6 +43,7 @@ from dpaudit.tuning import (
     tuning_data,
 )
 from dpaudit_plugins.constant_overhead.config import ConstantOverheadConfig
+from dpaudit_plugins.constant_overhead.formulas import FORMULA_ID
 from dpaudit_plugins.constant_overhead.loop import LoopResult, run_elastic_loop
 from dpaudit_plugins.constant_overhead.partition import (
     assign_partitions,
@@ -52,7 +53,7 @@ from dpaudit_plugins.constant_overhead.partition import (
 )
 from dpaudit_plugins.constant_overhead.partition_training import accuracy, as_float_tensor, train_partition_model
 from dpaudit_plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
-from dpaudit_plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities
+from dpaudit_plugins.constant_overhead.utility import PartitionUtilities
 
 if TYPE_CHECKING:
     from dpaudit.session import Session

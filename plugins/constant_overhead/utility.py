@@ -1,9 +1,11 @@
 """The aggregated utility u_s = (1/k) Σ_i clip(Acc(V, θ_i), 0, 1) and its sensitivity (Ding et al. 2023, Alg. 1
 l. 2-11 and Lemma 2; subsample-and-aggregate, Nissim, Raskhodnikova & Smith 2007).
 
-Sensitivity (formula ``partition_average_utility``). Each term lies in [0, 1] and depends only on the records of
-its partition (and on public data: the validation set V, the candidate, a data-independent seed). A record's
-partition depends only on that record (:mod:`dpaudit_plugins.constant_overhead.partition`), so
+Sensitivity (formula ``partition_average_utility``, registered by
+:mod:`dpaudit_plugins.constant_overhead.formulas`, which ``dpaudit verify`` loads without the rest of the plugin).
+Each term lies in [0, 1] and depends only on the records of its partition (and on public data: the validation set V,
+the candidate, a data-independent seed). A record's partition depends only on that
+record (:mod:`dpaudit_plugins.constant_overhead.partition`), so
 
 * add/remove one record: one partition changes, |Δu_s| ≤ 1/k (Lemma 2);
 * replace one record by another: the new record may hash to another partition, so two partitions change,
@@ -17,45 +19,30 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from dpaudit import canonical
-from dpaudit.errors import AccountingError, InvalidParameter
-from dpaudit.sensitivity import Formula, Neighbouring, Norm, register_formula
+from dpaudit.errors import InvalidParameter
 from dpaudit.tuning import SEED_RANGE, Candidate
-from dpaudit.validation import check_count
-
-FORMULA_ID = "partition_average_utility"
-SOURCE = ("Ding, Wu, Xu & Pan 2023 (Constant-overhead differentially private hyperparameter tuning), Alg. 1 "
-          "l. 2-11, Lemma 2 (add/remove: 1/k); replace-one: 2/k (the replacement may fall in another partition)")
-
-
-def partition_average_sensitivity(inputs: Mapping[str, Any], neighbouring: Neighbouring) -> float:
-    """1/k under add/remove, 2/k under replace-one, for utilities in [0, 1] averaged over k partitions."""
-    k = check_count("k", inputs["k"])
-    return (1.0 if Neighbouring(neighbouring) is Neighbouring.ADD_REMOVE else 2.0) / k
-
-
-FORMULA = register_formula(Formula(FORMULA_ID, "mean over k record-keyed partitions of a per-partition utility in "
-                                   "[0, 1]", SOURCE, Norm.L1, partition_average_sensitivity))
 
 
 def aggregate_utility(accuracies: Iterable[float]) -> float:
     """(1/k) Σ_i clip(a_i, 0, 1) over the k partition accuracies (Alg. 1 l. 9, with the clip Lemma 2 needs).
 
+    A NaN term (a user's objective on a diverged partition model) counts as 0, the worst value: a fixed rule decided
+    before any data is seen, which keeps every term in [0, 1] (so Δ = 1/k holds) and, unlike a refusal, does not
+    publish whether some partition's model diverged (the same reasoning as
+    :mod:`dpaudit.mechanisms.private_inputs`).
+
     Raises:
         InvalidParameter: no accuracies.
-        AccountingError: a NaN accuracy (never silently clipped).
     """
     values = [float(a) for a in accuracies]
     if not values:
         raise InvalidParameter("aggregate_utility needs at least one partition accuracy")
-    if any(math.isnan(a) for a in values):
-        raise AccountingError("a partition accuracy is NaN")
-    return sum(min(1.0, max(0.0, a)) for a in values) / len(values)
+    return sum(0.0 if math.isnan(a) else min(1.0, max(0.0, a)) for a in values) / len(values)
 
 
 def derive_seed(base_seed: int, candidate: Candidate, partition: int) -> int:

@@ -8,6 +8,7 @@ Assumption 1, each failing with probability δ).
 
 from dpaudit.registry import Plugin
 from dpaudit_plugins.kusner_bo.algorithm3 import Algorithm3Release, gp_ucb_proposer, grid_proposer, run_algorithm3
+from dpaudit_plugins.kusner_bo.config import parse_config
 from dpaudit_plugins.kusner_bo.gp_algorithms import (
     ExactObservations,
     GpModel,
@@ -34,6 +35,7 @@ PLUGIN = Plugin(
     protected=(VALIDATION_NAME,),
     public=(TRAINING_NAME,),
     dataset_size_public=False,  # Algorithm 3 pads the validation set to the public size m0; n is never released
+    check_config=parse_config,  # `dpaudit run` refuses a bad config before opening a run
 )
 
 __all__ = ["PLUGIN", "Algorithm3Release", "ExactObservations", "GpModel", "GpRelease", "NoisyObservations",

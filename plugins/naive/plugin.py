@@ -102,11 +102,14 @@ def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
     best, scores, events = None, [], []
     for index, candidate in enumerate(candidates):
         label = f"candidate {index}: {mechanism}"
-        result = train_candidate(view, candidate, data, options, label=label)
-        events.append(candidate_event(candidate, len(data.y_train), label))  # the event train_private charged
-        score = accuracy(result, data.X_val, data.y_val, view)
-        scores.append(score)
-        view.log_public_metrics({"validation_accuracy": score}, step=index)
+        # one nested MLflow run per candidate, its hyperparameters as params (public: the grid is fixed up front,
+        # and every candidate is trained, so the number of trials reveals nothing)
+        with view.trial(f"candidate {index}", params=candidate.to_dict()):
+            result = train_candidate(view, candidate, data, options, label=label)
+            events.append(candidate_event(candidate, len(data.y_train), label))  # the event train_private charged
+            score = accuracy(result, data.X_val, data.y_val, view)
+            scores.append(score)
+            view.log_public_metrics({"validation_accuracy": score}, step=index)
         key = (score, index)
         if best is None or key > best[0]:
             best = (key, result)

@@ -23,6 +23,7 @@ PLUGIN = Plugin(
     protected=(TRAIN_NAME,),
     public=(TEST_NAME,),
     dataset_size_public=True,  # DP-SGD's sampling rate q = B/n uses n (assumption dataset-size-public)
+    check_config=TrainingConfig.from_mapping,  # `dpaudit run` refuses a bad config before opening a run
 )
 
 __all__ = ["PLUGIN", "TrainingConfig"]

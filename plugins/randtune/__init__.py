@@ -28,6 +28,7 @@ PLUGIN = Plugin(
     protected=TUNING_PROTECTED,
     public=TUNING_PUBLIC,
     dataset_size_public=True,  # DP-SGD's sampling rate q = B/n uses n (assumption dataset-size-public)
+    check_config=RandTuneConfig.from_mapping,  # `dpaudit run` refuses a bad config before opening a run
 )
 
 __all__ = ["PLUGIN", "REPETITION_ASSUMPTIONS", "RandTuneConfig", "RandTuneOutcome", "dominating_event", "tune"]

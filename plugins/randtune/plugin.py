@@ -9,9 +9,9 @@ before K is drawn and before any training; the repetitions charge nothing of the
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch import nn
 
@@ -21,7 +21,10 @@ from dpaudit_plugins.randtune.base_event import dominating_event
 from dpaudit_plugins.randtune.config import RandTuneConfig
 
 if TYPE_CHECKING:
+    from dpaudit.plugin_session import PluginSession
     from dpaudit.session import Session
+
+T = TypeVar("T")
 
 PLUGIN_NAME = "randtune"
 VERSION = "0.1.0"
@@ -71,16 +74,15 @@ def tune(session: Session, config: Mapping[str, Any]) -> RandTuneOutcome:
     })
     charge, repetitions = view.repeat_and_select(base, cfg.distribution, cfg.parameters,
                                                  label=f"best of K repetitions by accuracy on {VALIDATION_NAME}")
-    best: tuple[tuple[float, int, str], Any] | None = None
     scores = []
-    for _ in range(repetitions):
-        index = view.rng.randbelow(len(cfg.candidates))
+
+    def repetition(index: int) -> tuple[float, str, tuple[float, Any]]:
         result = train_candidate(view, cfg.candidates[index], data, options, label=mechanism, charge=charge)
         score = accuracy(result, data.X_val, data.y_val, view)
         scores.append((index, score))
-        key = (score, index, result.model_sha256)
-        if best is None or key > best[0]:
-            best = (key, result)
+        return score, result.model_sha256, (score, result)
+
+    best = best_of_repetitions(view, len(cfg.candidates), repetitions, repetition)
     public: dict[str, Any] = {"method": PLUGIN_NAME, "distribution": cfg.distribution,
                               "parameters": dict(cfg.parameters), "charge_seq": charge.seq,
                               "public_data": [VALIDATION_NAME, FINAL_TEST_NAME]}
@@ -89,7 +91,7 @@ def tune(session: Session, config: Mapping[str, Any]) -> RandTuneOutcome:
         public.update(selected=None, candidate_index=None, validation_accuracy=None, test_accuracy=None)
         model = None
     else:
-        (score, index, digest), result = best
+        index, digest, (score, result) = best
         view.record_release(charge, {"candidate_index": index, "candidate": cfg.candidates[index].to_dict(),
                                         "model_sha256": digest, "validation_accuracy": score})
         test_accuracy = accuracy(result, data.X_test, data.y_test, view)
@@ -99,6 +101,30 @@ def tune(session: Session, config: Mapping[str, Any]) -> RandTuneOutcome:
         model = result.model
     return RandTuneOutcome(public=public, model=model, repetitions=repetitions, validation_scores=tuple(scores),
                            wall_time_s=time.perf_counter() - start)
+
+
+def best_of_repetitions(view: PluginSession, n_candidates: int, repetitions: int,
+                        repetition: Callable[[int], tuple[float, str, T]]) -> tuple[int, str, T] | None:
+    """Run K repetitions, each on a candidate index drawn uniformly from ``view.rng``, and keep the best.
+
+    Args:
+        repetition: trains candidate ``index`` and returns (score, model digest, payload); a larger score is better.
+
+    Returns:
+        (index, digest, payload) of the best repetition under the fixed public total order (score, then the higher
+        candidate index, then the larger digest), or None when K = 0.
+    """
+    best: tuple[tuple[float, int, str], T] | None = None
+    for _ in range(repetitions):
+        index = view.rng.randbelow(n_candidates)
+        score, digest, payload = repetition(index)
+        key = (score, index, digest)
+        if best is None or key > best[0]:
+            best = (key, payload)
+    if best is None:
+        return None
+    (_, index, digest), payload = best
+    return index, digest, payload
 
 
 def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:

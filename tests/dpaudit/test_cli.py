@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -143,7 +144,7 @@ def test_verify_in_a_fresh_process_knows_plugin_formulas(make_session):
     done = subprocess.run([str(dpaudit_cli), "verify", str(s.run_dir), "--allow-not-for-release"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 sensitivities recomputed" in done.stdout
+    assert "1 sensitivity recomputed" in done.stdout
 
 
 # --- key trust, the trust store and the store log -----------------------------------------------------------------
@@ -163,7 +164,7 @@ def test_forged_bundle_is_refused_unless_the_bundle_key_is_accepted(run_dir, tmp
     fingerprint = _forge_with_fresh_key(bundle, tmp_path)
     refused = invoke("verify", str(bundle), "--allow-not-for-release")
     assert refused.exit_code == 1 and f"untrusted signing key {fingerprint}" in refused.output
-    assert "INVALID (1 reasons)" in refused.output
+    assert "INVALID (1 reason)\n" in refused.output
     as_json = json.loads(invoke("verify", str(bundle), "--allow-not-for-release", "--json").output)
     assert as_json["signing_key"]["fingerprint"] == fingerprint and as_json["signing_key"]["trusted"] is False
     accepted = invoke("verify", str(bundle), "--allow-not-for-release", "--accept-bundle-key")
@@ -238,3 +239,120 @@ def test_run_plugin_adaptive_claims_the_filter_budget_and_verifies(tmp_path):
     assert (claim["epsilon"], claim["delta"], claim["accountant"]) == (5.0, 1e-5, "renyi-filter")
     run_dir = json.loads(result.output.strip().splitlines()[-1])["run_dir"]
     assert invoke("--store", str(tmp_path / "runs"), "verify", run_dir, "--allow-not-for-release").exit_code == 0
+
+
+# --- a conventional command line (issue 14.4) ---------------------------------------------------------------------
+
+def _commands(group, path=()):
+    """Every command path of the click tree, groups included."""
+    yield path
+    for name, command in getattr(group, "commands", {}).items():
+        yield from _commands(command, (*path, name))
+
+
+def test_every_help_text_has_examples():
+    paths = list(_commands(main))
+    assert ("account", "ledger") in paths and ("keys", "trust") in paths
+    for path in paths:
+        result = invoke(*path, "--help")
+        assert result.exit_code == 0 and re.search(r"Examples:\n +dpaudit ", result.output), path
+
+
+def test_version_names_the_package_and_the_code():
+    from dpaudit.provenance import code_version, dpaudit_version
+
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.output == f"dpaudit {dpaudit_version()} ({code_version()})\n"
+
+
+def test_export_refuses_to_overwrite_without_force(run_dir, tmp_path):
+    out = tmp_path / "evidence"
+    out.mkdir()
+    (out / "ledger.jsonl").write_text("someone else's evidence\n")
+    refused = CliRunner().invoke(main, ["export", str(run_dir), str(out)])
+    assert refused.exit_code == 2 and "--force" in refused.output and len(refused.output.splitlines()) == 1
+    assert (out / "ledger.jsonl").read_text() == "someone else's evidence\n"
+    assert invoke("export", str(run_dir), str(out), "--force").exit_code == 0
+    assert invoke("verify", str(out), "--allow-not-for-release").exit_code == 0
+
+
+def test_ui_fails_loudly_on_a_taken_port_and_starts_on_a_free_one(monkeypatch):
+    import socket
+    import subprocess
+
+    launched: list = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, env=None: launched.append(cmd) or 0)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(main, ["ui", "--port", str(port)])
+        assert result.exit_code == 2 and not launched
+        assert f"cannot listen on 127.0.0.1:{port}" in result.output and len(result.output.splitlines()) == 1
+    free = CliRunner().invoke(main, ["ui", "--port", str(port)])  # released by the with block
+    assert free.exit_code == 0 and len(launched) == 1
+
+
+def test_invalid_verdict_counts_its_reasons_in_good_grammar(run_dir):
+    from dpaudit.display import plural
+
+    (run_dir / "report.md").write_text("edited\n")
+    reasons = json.loads(invoke("verify", str(run_dir), "--allow-not-for-release", "--json").output)["reasons"]
+    result = invoke("verify", str(run_dir), "--allow-not-for-release")
+    assert result.exit_code == 1 and f"INVALID ({plural(len(reasons), 'reason')})" in result.output
+    assert "1 reasons" not in result.output
+
+
+HEAVY = ("torch", "opacus", "mlflow")
+_PROBE = ("import atexit, sys\n"
+          f"atexit.register(lambda: sys.stderr.write('LOADED ' + ' '.join(m for m in {HEAVY!r} if m in sys.modules)"
+          " + '\\n'))\n"
+          "from dpaudit.cli import main\n"
+          "main(sys.argv[1:])\n")
+
+
+def _loaded_heavy(*args: str) -> list[str]:
+    """The heavy modules a fresh ``dpaudit ARGS`` process had imported when it exited (read at exit, not timed)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1, 2), done.stderr  # 2: the argument error of the list
+    return done.stderr.strip().splitlines()[-1].split()[1:]
+
+
+def test_light_commands_do_not_import_torch_opacus_or_mlflow(run_dir, tmp_path):
+    """Start-up cost is import cost (seconds for torch + Opacus + MLflow): the commands that only read a ledger or
+    compute a bound must not load them. The module list is read at exit, so this is no timing test."""
+    for args in (["--help"], ["verify", "--bogus"], ["report", str(run_dir)], ["export", str(run_dir),
+                 str(tmp_path / "out")], ["verify", str(run_dir), "--allow-not-for-release"],
+                 ["account", "laplace", "--sensitivity", "1", "--epsilon", "0.5"],
+                 ["account", "dpsgd", "--sample-rate", "0.01", "--noise-multiplier", "1", "--steps", "100", "--delta",
+                  "1e-5"], ["account", "ledger", str(run_dir)]):
+        assert _loaded_heavy(*args) == [], args
+
+
+@pytest.fixture
+def demo_shaped_run(make_session) -> Path:
+    """The demo's ledger shape: AboveThreshold rounds whose sensitivity is constant-overhead's plugin formula, and a
+    DP-SGD charge (the subsampled Gaussian that the verifier cross-checks with Opacus's PRV analysis)."""
+    from dpaudit import from_formula
+    from dpaudit.events import PoissonSubsampledGaussianEvent
+    from dpaudit_plugins.constant_overhead.formulas import FORMULA_ID
+
+    with make_session(epsilon=5.0, delta=1e-5) as s:
+        utility = from_formula(FORMULA_ID, "add_remove", k=4)
+        s.charge(s.above_threshold_rounds_event(utility, 0.5, max_queries=8, rounds=3), plugin="constant-overhead",
+                 mechanism="above_threshold")
+        s.charge(PoissonSubsampledGaussianEvent(
+            neighbouring="add_remove", sensitivity=from_formula("clipped_gradient_sum", "add_remove", clip_norm=1.0),
+            sample_rate=0.0157, noise_multiplier=1.0, steps=192, label="dpsgd"), plugin="constant-overhead",
+            mechanism="dp-sgd")
+    return s.run_dir
+
+
+def test_verify_and_report_of_a_demo_shaped_run_do_not_import_torch_opacus_or_mlflow(demo_shaped_run):
+    """The plugin's sensitivity formula comes from its light formulas module, not the plugin package (torch); the
+    verifier's PRV cross-check runs Opacus's PRV files without ``opacus/__init__`` (torch)."""
+    assert _loaded_heavy("verify", str(demo_shaped_run), "--allow-not-for-release") == []
+    assert _loaded_heavy("report", str(demo_shaped_run)) == []

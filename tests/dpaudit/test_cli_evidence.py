@@ -54,8 +54,8 @@ def test_an_edited_number_in_report_md_fails_naming_the_file(evidence):
     """Before: reports were outside every check, and this edit verified VALID (exit 0)."""
     md = evidence / "report.md"
     text = md.read_text()
-    assert "epsilon = 1," in text
-    md.write_text(text.replace("epsilon = 1,", "epsilon = 0.1,", 1))
+    assert "ε = 1," in text
+    md.write_text(text.replace("ε = 1,", "ε = 0.1,", 1))
     _verify(evidence, 1, "[FAIL] reports: report.md differs from the report regenerated")
 
 
@@ -74,6 +74,20 @@ def test_report_json_must_name_a_folder_of_its_own_run(evidence, run_dir):
     report["run"]["run_dir"] = run_dir
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     _verify(evidence, 1, "[FAIL] reports: report.json")
+
+
+def test_report_json_may_name_any_folder_of_its_run_spelled_as_the_renderer_spells_it(evidence):
+    """The folder named in report.json is the one part taken from the file (verify renders the report once, with a
+    placeholder there): quotes, backslashes and non-ASCII in it must be spelled as the renderer spells strings."""
+    path = evidence / "report.json"
+    text = path.read_text(encoding="utf-8")
+    old = json.loads(text)["run"]["run_dir"]
+    new = str(Path('/tmp/é "q" \\ \u2028') / Path(old).name)
+    exits = []
+    for ascii_only in (False, True):
+        path.write_text(text.replace(json.dumps(old), json.dumps(new, ensure_ascii=ascii_only), 1), encoding="utf-8")
+        exits.append(_cli("verify", str(evidence), "--allow-not-for-release").exit_code)
+    assert sorted(exits) == [0, 1]  # the renderer's spelling verifies; the other, same JSON, is a byte difference
 
 
 def test_a_symlinked_report_is_refused(evidence):

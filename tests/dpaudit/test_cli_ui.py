@@ -7,13 +7,16 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
+from dpaudit import cli
 from dpaudit.cli import main
 
 
 @pytest.fixture
 def launched(monkeypatch) -> list[list[str]]:
-    """The MLflow command lines ``dpaudit ui`` would run (nothing is started)."""
+    """The MLflow command lines ``dpaudit ui`` would run (nothing is started; the port probe is stubbed: whether the
+    host and port can be listened on is tested in test_cli.py)."""
     calls: list[list[str]] = []
+    monkeypatch.setattr(cli, "_check_listenable", lambda host, port: None)
     monkeypatch.setattr(subprocess, "call", lambda cmd, env=None: calls.append(list(cmd)) or 0)
     return calls
 

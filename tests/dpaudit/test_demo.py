@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from dpaudit import demo
+from dpaudit.cli import main
 from dpaudit.data import load_adult
 from dpaudit.demo import BUDGET, DEMO_CANDIDATES, demo_config, run_demo
 from dpaudit.registry import DATASET_SIZE_PUBLIC
@@ -38,13 +41,56 @@ def test_small_seeded_demo_verifies_and_reports(tmp_path):
     assert "selected: lr=" in text and "verification: VALID" in text and "NOT FOR RELEASE" in text
     certificate = json.loads(Path(summary["certificate"]).read_text())
     assert certificate["protected_datasets"] == ["adult-train"] and len(certificate["public_datasets"]) == 2
+    _assert_verdict_is_dpaudit_verify(summary, text)
+
+
+def _assert_verdict_is_dpaudit_verify(summary, text: str) -> None:
+    """The demo's verdict is the exit status of the `dpaudit verify` command it prints; a seeded run is NOT FOR
+    RELEASE, so that command carries --allow-not-for-release, the demo says so, and without it verify says INVALID.
+    Before the fix the seeded demo said VALID while `dpaudit verify RUN` said INVALID."""
+    command = summary["verify_command"]
+    assert f"the verdict of `{command}`" in text and summary["for_release"] is False
+    words = shlex.split(command)
+    assert words[0] == "dpaudit" and "--allow-not-for-release" in words
+    assert "verified with --allow-not-for-release" in text
+    result = CliRunner().invoke(main, words[1:])
+    assert result.exit_code == (0 if summary["verified"] else 1) == 0, result.output
+    strict = CliRunner().invoke(main, [w for w in words[1:] if w != "--allow-not-for-release"])
+    assert strict.exit_code == 1 and "for-release: seeded randomness" in strict.output
+
+
+def test_an_interrupted_demo_closes_aborted_and_names_its_run(tmp_path, monkeypatch):
+    """Ctrl-C in the middle of the demo (after a charge): the run closes ABORTED with that charge counted, the demo
+    prints its id and the command to verify it, and verify fails it with "run aborted". Before the fix Ctrl-C printed
+    only "Aborted!" and the run verified VALID."""
+    from dpaudit.registry import Plugin
+
+    def run(session, config):
+        session.for_plugin("interrupted", "1").laplace(1.0, 1.0, epsilon=0.5, label="count")
+        raise KeyboardInterrupt
+
+    fake = Plugin(name="interrupted", version="1", summary="interrupted", citation="none", event_kinds=("laplace",),
+                  run=run, smoke_config={}, protected=("adult-train",))
+    monkeypatch.setattr(demo, "get_plugin", lambda name: fake)
+    lines: list[str] = []
+    store = tmp_path / "runs"
+    with pytest.raises(KeyboardInterrupt):
+        run_demo(store=store, overrides=SMALL, echo=lines.append)
+    (run_dir,) = [p for p in store.iterdir() if (p / "ledger.jsonl").is_file()]
+    assert f"run aborted: {run_dir.name}; verify with dpaudit verify {run_dir.name}" in lines[-1]
+    certificate = json.loads((run_dir / "certificate.json").read_text())
+    assert certificate["for_release"] is False and 0.49 < certificate["claim"]["epsilon"] <= 0.5 + 1e-9
+    result = CliRunner().invoke(main, ["--store", str(store), "verify", run_dir.name])
+    assert result.exit_code == 1 and "run-status: run aborted" in result.output
 
 
 def _published(summary, lines, client) -> list:
     """What the demo published: stdout, the ledger's info records, the MLflow run's params, tags and non-release
     metrics, and its summary."""
     records = [json.loads(line) for line in Path(summary["ledger"]).read_text().splitlines()]
-    run = client.get_run(summary["run_id"]).data
+    from dpaudit.tracking import MlflowMirror
+
+    run = MlflowMirror(client.tracking_uri).find_run(summary["run_id"]).data  # found by its tag dpaudit.run_id
     metrics = {k: v for k, v in run.metrics.items() if not k.startswith("release.")}  # noisy: may hit n by chance
     return [lines, [r["body"] for r in records if r["type"] == "info"], run.params, run.tags, metrics, summary]
 

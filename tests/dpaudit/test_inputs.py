@@ -100,6 +100,33 @@ def test_every_bad_parameter_is_refused_before_the_charge(entry, name):
             assert_refused(session, call, value)
 
 
+def _extremes(api: Any) -> dict[str, Callable[[], Any]]:
+    """Extreme but valid-typed parameters, one call each: every one used to end in a ZeroDivisionError or an
+    OverflowError, or (the first) to be charged and then refused by the sampler."""
+    return {
+        "laplace.scale_beyond_sampler": lambda: api.laplace(1.0, 1.0, 2.0**-50, grid=1.0),  # 2⁵¹ grid units
+        "laplace.scale_underflows": lambda: api.laplace(1.0, 1e-300, 1e300),
+        "laplace.scale_in_grid_units_overflows": lambda: api.laplace(1.0, 1e-310, 5e-324),
+        "laplace.sensitivity_in_grid_units_overflows": lambda: api.laplace(1.0, 1e300, 1.0, grid=1e-300),
+        "laplace.dimension_overflows": lambda: api.laplace_event(1.0, 1.0, dimension=10**400),
+        "laplace.default_grid_underflows": lambda: api.laplace(1.0, 5e-324, 1.0),
+        "gaussian.sigma_beyond_sampler": lambda: api.gaussian(1.0, 1.0, 1e-12, 1e-100),
+        "gaussian.tiny_epsilon_and_delta": lambda: api.gaussian(1.0, 1.0, 1e-300, 1e-20),
+        "gaussian.delta_underflows": lambda: api.gaussian(1.0, 1.0, 1.0, 5e-324),
+        "gaussian.sensitivity_in_grid_units_overflows": lambda: api.gaussian(1.0, 1e300, 1.0, 1e-6, grid=1e-300),
+        "above_threshold.scale_underflows": lambda: api.above_threshold(0.0, 1e-300, 1e300, max_queries=3),
+        "above_threshold.scale_in_grid_units_overflows": lambda: api.above_threshold(0.0, 1e-310, 5e-324,
+                                                                                     max_queries=3),
+        "above_threshold.scale_overflows": lambda: api.above_threshold(0.0, 1.7e308, 1.0, max_queries=3, grid=1.0),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_extremes(None)))
+def test_extreme_parameters_are_refused_before_the_charge(entry, name):
+    session, api = entry
+    assert_refused(session, _extremes(api)[name])
+
+
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_values_of_the_wrong_type_dtype_or_shape_are_refused_before_the_charge(entry, mechanism):
     session, api = entry

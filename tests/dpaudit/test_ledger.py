@@ -573,3 +573,113 @@ def test_an_overlong_line_is_malformed_and_never_written(tmp_path, monkeypatch):
     assert records == [first, first]
     assert problems == ["line 2: malformed: longer than 400 bytes",
                         "line 4: torn final line: more than 400 bytes without a newline"]
+
+
+# --- the fast read path: the content hash taken off the canonical line ------------------------------------------
+
+#: bodies that put ``"hash"`` members and hash-like text where a careless slicing of the line would find them
+HOSTILE_BODIES = [
+    {"hash": "0" * 64, "nested": {"hash": "f" * 64, "prev": "x"}},
+    {"inner": {"a": 1, "hash": "b" * 64, "prev": "0" * 64, "seq": 0}},  # a nested ',"hash":"' member
+    {"text": ',"hash":"' + "a" * 64 + '","prev":"', "list": [{"hash": 1}, {"hash": {"hash": []}}]},
+    {"unicode": "é\u2028\U0001f600\\\"", "float": 1e-300, "int": -(2**62), "empty": {}, "nested": [[[]]]},
+]
+
+
+def test_a_read_records_hash_is_the_hash_of_its_fields(tmp_path: Path) -> None:
+    """The hash that a read record takes off its line equals the canonical encoding of its fields, hashed anew."""
+    path = tmp_path / "l.jsonl"
+    with Ledger.create(path) as ledger:
+        for body in HOSTILE_BODIES:
+            ledger.append("info", body)
+    records, problems = read_records(path)
+    assert problems == [] and verify_chain(records) == []
+    for rec in records:
+        anew = canonical.sha256_hex(canonical.encode({"seq": rec.seq, "type": rec.type, "time": rec.time,
+                                                      "prev": rec.prev, "body": rec.body}))
+        assert rec.compute_hash() == anew == rec.hash
+
+
+@pytest.mark.parametrize("body", HOSTILE_BODIES)
+def test_an_edit_inside_a_hostile_body_is_caught(tmp_path: Path, body: dict) -> None:
+    path = tmp_path / "l.jsonl"
+    with Ledger.create(path) as ledger:
+        ledger.append("info", body)
+        ledger.append("info", {"after": True})
+    lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines: U+2028 is no line end here
+    obj = json.loads(lines[0])
+    obj["body"]["edited"] = True
+    path.write_text(canonical.dumps(obj) + "\n" + lines[1] + "\n", encoding="utf-8")
+    records, problems = read_records(path)
+    assert problems == []
+    assert [p for p in verify_chain(records) if "hash mismatch" in p], verify_chain(records)
+
+
+def test_a_record_replaced_in_code_is_hashed_anew(tmp_path: Path) -> None:
+    """``dataclasses.replace`` of a read record does not inherit the hash its line gave."""
+    from dataclasses import replace
+
+    path = tmp_path / "l.jsonl"
+    _make_ledger(path, 2)
+    records, _ = read_records(path)
+    edited = replace(records[1], body={**records[1].body, "i": 99})
+    assert edited.compute_hash() != records[1].hash
+    assert verify_chain([records[0], edited])[0].startswith("record 1 (seq 1): hash mismatch")
+
+
+@pytest.fixture(scope="module")
+def big_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """10⁴ records, written with fsync off (durability is not what these tests are about)."""
+    path = tmp_path_factory.mktemp("big") / "l.jsonl"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "fsync", lambda fd: None)
+        _make_ledger(path, 10_000)
+    return path
+
+
+def test_one_record_tampered_in_the_middle_of_ten_thousand_is_caught(big_ledger: Path, tmp_path: Path) -> None:
+    lines = _lines(big_ledger)
+    obj = json.loads(lines[5_000])
+    obj["body"]["epsilon"] = 0.0
+    path = tmp_path / "l.jsonl"
+    path.write_text("".join([*lines[:5_000], canonical.dumps(obj) + "\n", *lines[5_001:]]), encoding="utf-8")
+    records, problems = read_records(path)
+    assert problems == [] and len(records) == 10_000
+    assert verify_chain(records) == [f"record 5000 (seq 5000): hash mismatch, stored {obj['hash']} but content hashes "
+                                     f"to {records[5_000].compute_hash()} (edited)"]
+
+
+def test_one_record_rehashed_in_the_middle_of_ten_thousand_breaks_the_next_link(big_ledger: Path,
+                                                                                 tmp_path: Path) -> None:
+    lines = _lines(big_ledger)
+    rec = Record.from_line(lines[5_000])
+    forged = Record(rec.seq, rec.type, rec.time, rec.prev, {**rec.body, "epsilon": 0.0}, "")
+    forged = Record(forged.seq, forged.type, forged.time, forged.prev, forged.body, forged.compute_hash())
+    path = tmp_path / "l.jsonl"
+    path.write_text("".join([*lines[:5_000], forged.to_line(), *lines[5_001:]]), encoding="utf-8")
+    records, problems = read_records(path)
+    assert problems == []
+    found = verify_chain(records)
+    assert len(found) == 1 and found[0].startswith("record 5001 (seq 5001): prev"), found
+
+
+@pytest.mark.parametrize("reencode", [
+    lambda obj: json.dumps(obj, sort_keys=True),  # spaces after separators
+    lambda obj: json.dumps(obj, separators=(",", ":")),  # key order as parsed, not sorted
+    lambda obj: json.dumps(obj, sort_keys=True, separators=(",", ":")),  # non-ASCII escaped
+    lambda obj: canonical.dumps(obj).replace('"i":5000', '"i":5000,"i":5000', 1),  # a duplicate key
+    lambda obj: canonical.dumps(obj).replace('"epsilon":1250.0', '"epsilon":1.25e3', 1),  # another number form
+])
+def test_a_non_canonical_re_encoding_in_the_middle_of_ten_thousand_is_caught(big_ledger: Path, tmp_path: Path,
+                                                                             reencode) -> None:
+    """The same record, same hash, in another JSON form: two parsers could read two contents from hashed bytes."""
+    lines = _lines(big_ledger)
+    obj = json.loads(lines[5_000])
+    line = reencode(obj)
+    assert line != lines[5_000].rstrip("\n") and json.loads(line) == obj
+    path = tmp_path / "l.jsonl"
+    path.write_text("".join([*lines[:5_000], line + "\n", *lines[5_001:]]), encoding="utf-8")
+    records, problems = read_records(path)
+    assert problems == [f"line 5001: {MALFORMED}: not in canonical JSON form (whitespace, key order, duplicate keys "
+                        "or number format)"]
+    assert len(records) == 9_999

@@ -63,3 +63,46 @@ def test_plugin_metadata_is_validated(change):
               "run": lambda session, config: {}, "smoke_config": {}}
     with pytest.raises(PluginError):
         Plugin(**{**fields, **change})
+
+
+def test_plugin_formulas_load_without_the_plugin_and_register_once():
+    """verify needs a plugin's formulas only: load_formulas runs the light formulas module (no torch, no plugin
+    package); importing the plugin afterwards reuses that module, so the formula is registered once."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys\n"
+            "from dpaudit.registry import ensure_formulas\n"
+            "from dpaudit.sensitivity import FORMULAS\n"
+            "ensure_formulas({'partition_average_utility'})\n"
+            "loaded = sorted(m for m in sys.modules if m in ('torch', 'opacus', 'dpaudit_plugins.constant_overhead'))\n"
+            "first = FORMULAS['partition_average_utility']\n"
+            "import dpaudit_plugins.constant_overhead.utility\n"
+            "from dpaudit.registry import load_plugins\n"
+            "load_plugins()\n"
+            "print(json.dumps({'loaded': loaded, 'same': FORMULAS['partition_average_utility'] is first,\n"
+            "                  'kusner': 'kusner_alg3_best_validation' in FORMULAS}))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"loaded": [], "same": True, "kusner": True}
+
+
+def test_a_formula_no_light_module_registers_loads_the_plugins(monkeypatch):
+    calls = []
+    monkeypatch.setattr(registry, "load_plugins", lambda: calls.append(1))
+    registry.ensure_formulas({"bounded_sum"})  # the kernel's: nothing to load
+    assert calls == []
+    registry.ensure_formulas({"no_light_module_registers_this"})
+    assert calls == [1]
+
+
+def test_a_formulas_module_that_fails_to_load_is_an_error_naming_the_plugin(monkeypatch, tmp_path):
+    package = tmp_path / "dpaudit_test_broken_formulas"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ImportError('the heavy package must not be imported')\n")
+    (package / "formulas.py").write_text("raise ValueError('bad formula')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _with_entry_points(monkeypatch, ("broken", "dpaudit_test_broken_formulas:PLUGIN"))
+    with pytest.raises(PluginError, match=r"plugin 'broken': its sensitivity formulas .*ValueError: bad formula"):
+        registry.load_formulas()

@@ -517,3 +517,15 @@ def test_a_randomized_response_run_verifies_and_a_forged_bit_fails(make_session,
 
         reasons = _forge(forged, tmp_path, edited)
         assert any(r.startswith("releases:") and reason in r for r in reasons), (name, reasons)
+
+
+def test_a_charge_with_a_malformed_imputation_rule_fails_naming_it(bundle, tmp_path):
+    """Attack: a charge record's imputation rule (issue 17.4) edited to impute NaN outside its own clamp, chain
+    rebuilt and certificate re-signed: the charge parser refuses the rule and verify names it."""
+    def edited(records: list[Record]) -> list[Record]:
+        charge = next(r for r in records if r.type == "charge")
+        body = {**charge.body, "imputation": {"nan": 5.0, "clamp": [-1.0, 1.0]}}
+        return [replace(r, body=body) if r is charge else r for r in records]
+
+    reasons = _forge(bundle, tmp_path, edited)
+    assert any("imputation" in r and "lower <= nan <= upper" in r for r in reasons), reasons

@@ -126,3 +126,62 @@ def test_left_out_leaves_are_counted_and_bad_inputs_refused():
         epsilon_lower_bound({EXTREME: 1}, 1e-5, interval=0.0)
     with pytest.raises(InvalidParameter):
         epsilon_lower_bound({EXTREME: 1}, 1e-5, tilt=-1.0)
+
+
+# --- the speed-ups keep the numbers: same convolutions, same bisection, one direction where both are one law -------
+
+def test_fft_convolution_is_scipys_including_squares() -> None:
+    from scipy import signal
+
+    from dpaudit.accounting.hockey_stick import _fft_convolve
+
+    rng = np.random.default_rng(7)
+    a, b = rng.random(1_000), rng.random(777)
+    assert np.array_equal(_fft_convolve(a, b), signal.fftconvolve(a, b))
+    assert np.array_equal(_fft_convolve(a, a), signal.fftconvolve(a, a.copy()))  # one transform, same result
+
+
+@pytest.mark.parametrize("spec", [PureSpec(0.5), PureSpec(0.01, False, 9.75609756097561e-06, 1025),
+                                  ApproximateSpec(0.3, 1e-8)])
+def test_every_leaf_but_the_subsampled_gaussians_has_one_law_for_both_directions(spec) -> None:
+    """Why :func:`epsilon_lower_bound` composes one direction only when no subsampled Gaussian is in the tally."""
+    from dpaudit.accounting.hockey_stick import leaf_pmfs
+
+    remove, add = leaf_pmfs(spec, 1e-4, 1.0)
+    assert remove is add
+    remove, add = leaf_pmfs(PoissonGaussianSpec(0.01, 1.1), 1e-3, 1.0)
+    assert remove.offset != add.offset or not np.array_equal(remove.log_probs, add.log_probs)
+
+
+def _epsilon_by_masks(t, infinity: float, h: float, tilt: float, delta: float) -> float:
+    """The bisection as first written: δ recomputed over a boolean mask of the whole array at every step."""
+    def exceeds(e: float) -> bool:
+        losses = (t.offset + np.arange(len(t.w))) * h
+        above = losses > e
+        with np.errstate(divide="ignore", under="ignore"):
+            log_p = t.scale - tilt * losses[above] + np.log(t.w[above])
+            finite = float(np.sum(np.exp(log_p) * -np.expm1(e - losses[above])))
+        return (infinity + finite) * (1.0 - 1e-9) > delta
+    if not exceeds(0.0):
+        return 0.0
+    lo, hi = 0.0, (t.offset + len(t.w)) * h
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if exceeds(mid) else (lo, mid)
+        if hi - lo <= 1e-12 * max(1.0, hi):
+            break
+    return lo
+
+
+@pytest.mark.parametrize(("pmf", "k", "tilt", "delta"), [
+    (randomized_response_pmf(0.1, 0.0, 1e-3), 400, 1.0, 1e-6),
+    (randomized_response_pmf(0.5, 1e-9, 1e-3), 50, 2.0, 1e-5),
+    (discrete_laplace_pmf(0.05, 4, 1e-3), 300, 0.5, 1e-8),
+])
+def test_the_suffix_bisection_finds_the_epsilon_of_the_masked_one(pmf, k: int, tilt: float, delta: float) -> None:
+    from dpaudit.accounting.hockey_stick import _epsilon_of, _power, _tilt
+
+    composed = _power(_tilt(pmf, 1e-3, tilt), k)
+    infinity = 1.0 - (1.0 - pmf.infinity) ** k
+    found = _epsilon_of(composed, infinity, 1e-3, tilt, delta)
+    assert found > 0 and found == _epsilon_by_masks(composed, infinity, 1e-3, tilt, delta)

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import math
+import random
+
 import dp_accounting
 import pytest
 
 from dpaudit.accounting import BasicComposition, PldAccountant, RdpAccountant
-from dpaudit.accounting.pld import self_composed
-from dpaudit.errors import UnsupportedEvent
-from dpaudit.events import ComposedEvent, SelfComposedEvent
+from dpaudit.accounting import pld as pld_module
+from dpaudit.accounting.charges import tally
+from dpaudit.accounting.pld import FIRST_LOSSES, HockeyStick, epsilon_from_pld, self_composed
+from dpaudit.budget import BudgetFilter
+from dpaudit.errors import BudgetExceeded, UnsupportedEvent
+from dpaudit.events import ComposedEvent, SelfComposedEvent, compose
 
 from ._events import (
     MNIST_DELTA,
@@ -65,3 +71,90 @@ def test_prefix_cache_gives_the_same_value_as_a_fresh_computation():
     # a tally that is not an extension of the last one is folded from scratch
     assert cached.epsilon(SelfComposedEvent(event=laplace(0.2), count=2), 1e-6) == PldAccountant().epsilon(
         SelfComposedEvent(event=laplace(0.2), count=2), 1e-6)
+
+
+# --- reading ε off a PLD, and the canonical composition order ----------------------------------------------------
+
+
+@pytest.mark.parametrize("event", [laplace(0.3), gaussian(5.0), dpsgd(0.01, 1.0, 10), dpsgd(MNIST_Q, MNIST_SIGMA, 2000),
+                                   ComposedEvent(events=(laplace(0.3),) * 5 + (gaussian(3.0), exponential(0.1)))])
+@pytest.mark.parametrize("delta", [1e-2, 1e-5, 1e-9])
+def test_the_vectorised_reading_is_dp_accountings(event, delta):
+    """:class:`HockeyStick` computes dp_accounting's ``get_epsilon_for_delta`` (its Python loop) to 1e-9, also where
+    the search must look past its first :data:`FIRST_LOSSES` losses."""
+    pld = PldAccountant().composed(tally(event)[1])
+    expected = pld.get_epsilon_for_delta(delta)
+    assert HockeyStick.of(pld).epsilon(delta) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_the_reading_searches_past_its_first_window_and_reports_infinite_mass():
+    pld = PldAccountant().composed(tally(dpsgd(MNIST_Q, MNIST_SIGMA, MNIST_STEPS))[1])
+    assert pld._pmf_remove.size > 4 * FIRST_LOSSES
+    assert HockeyStick.of(pld).epsilon(1e-5) == pytest.approx(pld.get_epsilon_for_delta(1e-5), rel=1e-9)
+    tail = PldAccountant().composed({pld_module.ApproximateSpec(0.5, 1e-3): 1})
+    assert math.isinf(HockeyStick.of(tail).epsilon(1e-5)) and math.isinf(tail.get_epsilon_for_delta(1e-5))
+
+
+def _pool():
+    return [laplace(0.02), laplace(0.03), exponential(0.02), gaussian(20.0, 0.3, 1e-7), dpsgd(0.05, 1.5, 3),
+            ComposedEvent(events=(laplace(0.01), exponential(0.01)))]
+
+
+def test_incremental_admission_is_the_fold_from_scratch_bit_for_bit():
+    """A seeded random session (runs of equal charges, refusals near the budget): every bound the filter computes
+    from its cached fold equals a fresh accountant's fold from scratch exactly, refusals included."""
+    rng = random.Random(0)
+    pool = _pool()
+    budget = BudgetFilter(1.0, 1e-5, PldAccountant())
+    decisions = 0
+    for _ in range(60):
+        event = pool[rng.randrange(len(pool))] if rng.random() < 0.6 else budget.events[-1] if budget.events \
+            else pool[0]
+        fresh = PldAccountant().epsilon(compose([*budget.events, event]), 1e-5)
+        try:
+            admission = budget.admit(event)
+        except BudgetExceeded as exc:
+            assert fresh > 1.0 and f"{fresh:.6g}" in str(exc)
+            continue
+        assert admission.epsilon == fresh
+        budget.commit(event, admission)
+        decisions += 1
+    assert decisions > 10 and len(budget.events) < 60  # both admissions and refusals were exercised
+
+
+def test_grouping_matters_in_the_last_bits():
+    """Why one canonical order: the same charges composed by tally (one self-composition per spec) differ from the
+    fold in charge order in the last digits, so a filter and a certificate that grouped differently could disagree
+    at the boundary (the certificate above what was admitted)."""
+    events = [laplace((0.05, 0.03, 0.04)[i % 3]) if i % 4 != 3 else dpsgd(0.01, 1.0, 5) for i in range(24)]
+    counts = tally(compose(events))[1]
+    by_tally = epsilon_from_pld(PldAccountant().composed(counts), counts, 1e-5)
+    assert PldAccountant().epsilon(compose(events), 1e-5) != by_tally
+
+
+def test_a_run_of_equal_charges_is_one_self_composition(monkeypatch):
+    """5000 equal Laplace releases (a long session of one query) cost one FFT self-composition, not 4999
+    compositions, from scratch (the certificate, verify) as incrementally (the filter)."""
+    calls = []
+    original = pld_module.compose
+    monkeypatch.setattr(pld_module, "compose", lambda a, b: calls.append(1) or original(a, b))
+    release = laplace(0.01)
+    value = PldAccountant().epsilon(ComposedEvent(events=(release,) * 5000), 1e-5)
+    assert not calls
+    assert value == PldAccountant().epsilon(SelfComposedEvent(event=release, count=5000), 1e-5)
+
+
+@pytest.mark.parametrize(("first", "second"), [(dpsgd(0.01, 1.0, 5), gaussian(20.0, 0.3, 1e-7)),
+                                               (gaussian(20.0, 0.3, 1e-7), laplace(0.02)),
+                                               (laplace(0.02), exponential(0.02)), (dpsgd(0.05, 1.5, 3), laplace(0.3))])
+def test_the_vectorised_composition_is_dp_accountings(first, second):
+    """:func:`pld.compose` gives dp_accounting's ``compose`` exactly: the same convolution, and the same tails cut
+    (its running sums by ``np.cumsum`` instead of a Python loop)."""
+    a, b = (PldAccountant().composed(tally(e)[1]) for e in (first, second))
+    ours, theirs = pld_module.compose(a, b), a.compose(b)
+    for mine, ref in ((ours._pmf_remove, theirs._pmf_remove), (ours._pmf_add, theirs._pmf_add)):
+        assert mine._infinity_mass == ref._infinity_mass
+        if isinstance(ref, dp_accounting.pld.pld_pmf.DensePLDPmf):
+            assert mine._lower_loss == ref._lower_loss and (mine._probs == ref._probs).all()
+        else:
+            assert mine._loss_probs == ref._loss_probs

@@ -164,5 +164,12 @@ def test_start_round_refuses_another_mechanism_s_charge() -> None:
 def test_bad_calibration_parameters_are_refused() -> None:
     with pytest.raises(InvalidParameter):
         calibrate_above_threshold(1.0, 1.0, -0.1)
+    # extreme but valid-typed: each used to end in a ZeroDivisionError or OverflowError, not a clear refusal
+    for epsilon, sensitivity, grid in [(1e300, 1e-300, 1e-300),  # scale/γ underflows to 0
+                                       (5e-324, 1e-310, default_grid(1e-310)),  # scale/γ overflows
+                                       (1.0, 1e300, 1e-300),  # Δ/γ overflows
+                                       (1.0, 1.7e308, 1.0)]:  # 4·Δ_γ overflows
+        with pytest.raises(InvalidParameter):
+            calibrate_above_threshold(epsilon, sensitivity, grid)
     with pytest.raises(InvalidParameter):
         above_threshold_event(Neighbouring.ADD_REMOVE, declared(1.0, Norm.L1, "test"), 1.0, max_queries=0)

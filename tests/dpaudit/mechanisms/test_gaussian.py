@@ -20,7 +20,7 @@ from scipy.stats import norm
 
 from dpaudit.errors import InvalidParameter
 from dpaudit.events import GaussianEvent
-from dpaudit.mechanisms.discrete import sample_discrete_gaussian
+from dpaudit.mechanisms.discrete_bulk import sample_discrete_gaussian_array
 from dpaudit.mechanisms.gaussian import (
     analytic_gaussian_delta,
     analytic_gaussian_sigma,
@@ -173,7 +173,7 @@ def test_gaussian_event_is_calibrated_on_the_default_grid_and_covers_one_vector(
 
 def test_gaussian_release_is_the_rounded_value_plus_grid_times_the_exact_sample() -> None:
     out = release_gaussian(-1.26, 3.0, 0.25, SeededRandom(9))
-    noise = sample_discrete_gaussian(Fraction(144), SeededRandom(9))  # (σ/γ)² = 12²
+    noise = int(sample_discrete_gaussian_array(Fraction(144), 1, SeededRandom(9))[0])  # (σ/γ)² = 12²
     assert out == float((-5 + noise) * Fraction(0.25))  # round(-5.04) = -5
 
 
@@ -188,7 +188,44 @@ def test_gaussian_release_is_the_rounded_value_plus_grid_times_the_exact_sample(
     lambda: calibrate_discrete_gaussian(1.0, 1.0, 1.0, 0.1, 1),
     lambda: zcdp_delta(-1.0, 1.0),
     lambda: gaussian_event(Neighbouring.ADD_REMOVE, declared(1.0, Norm.L2, "test"), 1.0, 0.0),
+    # extreme but valid-typed: each used to end in an OverflowError or a message about an internal σ
+    lambda: analytic_gaussian_sigma(1e-320, 1e-6, 1.0),  # σ overflows
+    lambda: analytic_gaussian_sigma(1.0, 5e-324, 1.0),  # 1.25/δ overflows
+    lambda: calibrate_discrete_gaussian(1.0, 1e-6, 1e300, 1e-300, 1),  # Δ/γ overflows
+    lambda: gaussian_event(Neighbouring.ADD_REMOVE, declared(1.0, Norm.L2, "test"), 1.0, 1e-6, dimension=10**400),
+    lambda: gaussian_event(Neighbouring.ADD_REMOVE, declared(5e-324, Norm.L2, "test"), 1.0, 1e-6),
 ])
 def test_bad_parameters_are_refused(call) -> None:
     with pytest.raises(InvalidParameter):
         call()
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), [(1e-300, 1e-20), (1e-12, 1e-100), (5e-324, 1e-30)])
+def test_a_sigma_beyond_the_sampler_range_is_refused_at_once(epsilon: float, delta: float) -> None:
+    """No σ below 2⁵¹ grid units meets these targets: the calibration says so, instead of overflowing or searching to
+    the end of the float range."""
+    with pytest.raises(InvalidParameter, match=r"2\*\*51 grid units"):
+        gaussian_event(Neighbouring.ADD_REMOVE, declared(1.0, Norm.L2, "test"), epsilon, delta)
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "sensitivity"), [(1e-9, 1e-30, 1.0), (1e-6, 1e-300, 1.0),
+                                                               (1e-300, 1e-6, 1.0), (1e-12, 1e-9, 1.0),
+                                                               (1e300, 1e-12, 1.0), (1e300, 0.5, 1e300)])
+def test_an_extreme_but_drawable_target_is_calibrated(epsilon: float, delta: float, sensitivity: float) -> None:
+    """Targets whose σ is in the sampler's range: they used to overflow (σ² of a huge σ, ε = 10⁻⁹), to be refused
+    (the order grid of the zCDP conversion ended at α − 1 = 10⁸, so δ < 3·10⁻⁹ was out of reach at ε = 10⁻⁹;
+    at ε = 10³⁰⁰ every order's bound overflowed to −inf and was read as δ = 1) or to end in a NaN (σ² underflowing)."""
+    event = gaussian_event(Neighbouring.ADD_REMOVE, declared(sensitivity, Norm.L2, "test"), epsilon, delta)
+    assert gaussian_event_delta(event) <= delta
+    assert event.sigma / event.grid < 2.0**51
+    assert isinstance(release(event, 0.5, SeededRandom(3)), float)
+
+
+@pytest.mark.parametrize(("rho", "epsilon"), [(1e-22, 4e-11), (1e-22, 2e-11), (1e-18, 3e-9)])
+def test_zcdp_delta_reaches_the_large_orders_a_tiny_epsilon_needs(rho: float, epsilon: float) -> None:
+    """The best order is about ε/(2ρ) ≥ 10⁹ here: the bound stays above the exact δ of the Gaussian mechanism
+    with ρ = Δ²/(2σ²) (which is ρ-zCDP; Balle & Wang's formula in 50 digits) and within a factor 4 of it, where
+    orders up to 10⁸ only gave about 3·10⁻⁹."""
+    exact = float(_exact_analytic_delta(1.0 / math.sqrt(2.0 * rho), epsilon, 1.0))
+    got = zcdp_delta(rho, epsilon)
+    assert exact <= got <= 4.0 * exact

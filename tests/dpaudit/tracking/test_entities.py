@@ -10,10 +10,13 @@ from dpaudit.errors import InvalidParameter
 from dpaudit.public_values import confidential_key_set
 from dpaudit.tracking.entities import (
     MAX_SUMMARY_LENGTH,
+    ODOMETER_KEY,
     SPENT_KEY,
+    burn_down_entities,
     public_metric_entities,
     record_entities,
     release_values,
+    spent_key,
 )
 
 
@@ -33,6 +36,20 @@ def test_burn_down_points_only_where_the_budget_can_change(ledger):
     kinds = {r["type"]: {m.key for m in record_entities(r, s).metrics} for r, s in zip(records, spent, strict=True)}
     assert kinds["open"] == kinds["charge"] == kinds["close"] == {SPENT_KEY}
     assert kinds["release"] == {"release.mean"}
+
+
+def test_an_adaptive_session_names_its_running_value_the_filter_odometer(ledger):
+    records, spent = ledger(1)
+    assert spent_key({"adaptive": {"orders": [2, 4]}}) == ODOMETER_KEY and spent_key({"adaptive": None}) == SPENT_KEY
+    assert {m.key for m in record_entities(records[1], spent[1], key=ODOMETER_KEY).metrics} == {ODOMETER_KEY}
+
+
+def test_a_burn_down_point_alone_is_the_records_spent_metric(ledger):
+    records, spent = ledger(1)
+    point = burn_down_entities(records[1], spent[1])
+    assert point.summary is None and point.metrics == record_entities(records[1], spent[1]).metrics
+    with pytest.raises(InvalidParameter):
+        burn_down_entities(records[1], float("nan"))
 
 
 def test_releases_have_no_summary_their_metric_is_their_public_content(ledger):

@@ -294,3 +294,49 @@ def test_bad_run_arguments_are_refused(mirror):
         mirror.start_run("x", {"lr": 0.1}, {})
     with pytest.raises(InvalidParameter, match="status"):
         mirror.end_run("0" * 32, "DONE")
+
+
+def test_a_session_run_is_found_by_its_dpaudit_run_id_or_its_mlflow_id(mirror):
+    """MLflow makes its own run ids; a dpaudit run is found by its tag, the oldest if two claim one id, and a run
+    mirrored before sessions made their own ids by its MLflow id."""
+    tagged = mirror.start_run("tagged", {}, {"dpaudit.run_id": "a" * 32})
+    mirror.start_run("later copy", {}, {"dpaudit.run_id": "a" * 32})
+    assert mirror.find_run("a" * 32).info.run_id == tagged
+    assert mirror.find_run(tagged).info.run_id == tagged
+    assert mirror.find_session_run("b" * 32) is None
+    assert mirror.find_session_run("x' OR '1'='1") is None  # never reaches the filter string
+
+
+def test_find_session_run_creates_no_experiment(tracking_uri):
+    reader = MlflowMirror(tracking_uri, experiment="never-created")
+    assert reader.find_session_run("c" * 32) is None
+    assert reader.client.get_experiment_by_name("never-created") is None
+
+
+def test_the_experiment_is_tagged_for_the_classic_runs_view_and_linked(mirror, tracking_uri):
+    from dpaudit.tracking.mirror import runs_view_url
+
+    mirror.start_run("kind", {}, {})
+    experiment = mirror.client.get_experiment_by_name("mirror-tests")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert runs_view_url(tracking_uri, "http://127.0.0.1:5000", "mirror-tests") == (
+        f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning")
+    assert runs_view_url(tracking_uri, "http://h:1", "absent").endswith("/#/experiments?workflowType=machine_learning")
+
+
+def test_set_tags_refuses_confidential_keys_and_writes_the_rest(mirror):
+    run_id = mirror.start_run("tags", {}, {})
+    with pytest.raises(InvalidParameter):
+        mirror.set_tags(run_id, {"true_score": "0.9"})
+    mirror.set_tags(run_id, {f"t{i}": str(i) for i in range(MAX_PARAMS_TAGS_PER_BATCH + 5)})
+    assert mirror.client.get_run(run_id).data.tags["t104"] == "104"
+
+
+def test_a_burn_down_only_record_sends_the_point_and_nothing_else(mirror, ledger):
+    records, spent = ledger(2)
+    run_id = mirror.start_run("burn-down-only", {}, {})
+    mirror.resync(run_id, records, spent, burn_down_only=frozenset({1, 3}))
+    run = mirror.client.get_run(run_id)
+    assert [m.step for m in mirror.client.get_metric_history(run_id, SPENT_KEY)] == [0, 1, 3, 5]
+    assert 1 not in _summarised_seqs(mirror, run_id) and 0 in _summarised_seqs(mirror, run_id)
+    assert run.data.tags[MARK_TAGS["records"]] == "5"

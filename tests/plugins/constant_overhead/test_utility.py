@@ -13,12 +13,13 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from dpaudit.errors import AccountingError, InvalidParameter
+from dpaudit.errors import InvalidParameter
 from dpaudit.sensitivity import FORMULAS, Neighbouring, from_formula
 from dpaudit.tuning import Candidate
+from dpaudit_plugins.constant_overhead.formulas import FORMULA_ID
 from dpaudit_plugins.constant_overhead.partition import assign_partitions, partition_members
 from dpaudit_plugins.constant_overhead.partition_training import accuracy, train_partition_model
-from dpaudit_plugins.constant_overhead.utility import FORMULA_ID, PartitionUtilities, aggregate_utility, derive_seed
+from dpaudit_plugins.constant_overhead.utility import PartitionUtilities, aggregate_utility, derive_seed
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 
@@ -104,10 +105,12 @@ def test_formula_values_and_registration():
         from_formula(FORMULA_ID, "add_remove", k=0)
 
 
-def test_aggregate_clips_and_refuses_nan_and_empty():
+def test_aggregate_clips_counts_nan_as_worst_and_refuses_empty():
+    """A NaN term is the worst value, never a refusal: an exception here would publish that a partition's model
+    diverged, after the rounds were charged."""
     assert aggregate_utility([1.5, -0.5, 0.5, 0.25]) == pytest.approx((1 + 0 + 0.5 + 0.25) / 4)
-    with pytest.raises(AccountingError):
-        aggregate_utility([0.5, float("nan")])
+    assert aggregate_utility([0.5, float("nan")]) == pytest.approx(0.25)
+    assert aggregate_utility([float("nan")] * 3) == 0.0
     with pytest.raises(InvalidParameter):
         aggregate_utility([])
 

@@ -1,0 +1,437 @@
+"""Opacus's ``make_private`` inside an audited session: the user's own model, loss, optimizer and training loop.
+
+``PrivacyEngine(session).make_private(module=…, optimizer=…, data_loader=…, epochs=…, max_grad_norm=…,
+noise_multiplier=… | target_epsilon=…)`` returns what Opacus's ``PrivacyEngine.make_private`` returns (the wrapped
+module, a DP optimizer, a Poisson data loader; and for ghost clipping the criterion wrapper), and the user trains
+with any loss and any torch optimizer. What differs from Opacus is when the privacy is paid for and what can
+happen afterwards; the kit is the one the plugins use (:mod:`dpaudit.tuning.training`):
+
+1. The plan is fixed from public quantities before anything is wrapped: Poisson sampling at ``q = B / n`` (B the
+   loader's ``batch_size``, n ``len(dataset)``, treated as public and listed as such in the certificate) and
+   ``N = epochs × ⌊1/q⌋`` noisy steps. A loader whose sampling cannot be accounted for is refused with the fix
+   (:func:`poisson_loader`): fixed-size shuffled batches (``poisson_sampling=False``), a custom sampler or
+   batch sampler, an iterable dataset.
+2. The whole plan, one :class:`~dpaudit.events.PoissonSubsampledGaussianEvent`, is charged before
+   ``make_private`` returns, so a plan the budget cannot pay for raises
+   :class:`~dpaudit.errors.BudgetExceeded` before any training (the user's module is left unwrapped).
+   ``target_epsilon`` calibrates σ with the session's own accountant
+   (:func:`~dpaudit.tuning.training.calibrate_noise_multiplier`): the certified ε of the run is at most the target.
+3. The optimizer refuses noisy step N + 1 before it clips or noises anything. Only steps that add noise count:
+   ``BatchMemoryManager``'s virtual steps (which only clip and accumulate) do not, and a skip that does not come
+   from ``BatchMemoryManager`` splitting one of the run's Poisson batches is refused
+   (:class:`~dpaudit.tuning.training.CappedDPOptimizer`). In ghost mode a gradient that the clipped backward pass
+   did not produce is refused (:class:`~dpaudit.tuning.training.CappedGhostClippingOptimizer`).
+4. The model leaves as one release on the charge: the SHA-256 of its ``state_dict`` (with an ``info`` record of the
+   public schedule). The release is recorded automatically right after the N-th noisy step, or earlier by
+   :meth:`PrivacyEngine.release_model` (early stopping); after it the optimizer refuses every step. A run that
+   stops early without ``release_model`` keeps its charge in the certificate (all N steps are paid for), with no
+   release record. Whatever is derived from the noisy steps is covered by the charge; the release record says
+   which model left.
+
+The guarantee is add/remove DP of the noisy gradient sequence, under the conditional assumptions the event lists:
+Opacus's floating-point noise and PRNG sampling, a public n, a per-example loss, and the training data reaching the
+model only through the returned loader and optimizer (as Opacus's own ``make_private`` notes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from opacus.data_loader import DPDataLoader
+from opacus.grad_sample import AbstractGradSampleModule, prepare_module
+from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
+from torch import nn
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
+
+from dpaudit.errors import DPAuditError, InvalidParameter, UncoveredRelease
+from dpaudit.events import PoissonSubsampledGaussianEvent
+from dpaudit.plugin_session import SESSION_ATTRIBUTION, PluginSession
+from dpaudit.sensitivity import Assumption
+from dpaudit.session import Charge, Session
+from dpaudit.tuning.seeds import draw_seed
+from dpaudit.tuning.training import (
+    ASSUMPTIONS,
+    CappedDPOptimizer,
+    CappedGhostClippingOptimizer,
+    SamplingPlan,
+    calibrate_noise_multiplier,
+    charge_run,
+    check_add_remove,
+    check_per_example,
+    count_parameters,
+    dp_sgd_event,
+    plan_from_loader,
+    record_run,
+    state_dict_sha256,
+)
+from dpaudit.validation import check_count, check_delta, check_positive
+
+__all__ = ["GRAD_SAMPLE_MODES", "PrivacyEngine", "poisson_loader", "training_assumptions"]
+
+#: per-example gradient modes: Opacus's hooks, functorch (``torch.func``) and ghost clipping
+GRAD_SAMPLE_MODES = ("hooks", "functorch", "ghost")
+
+PER_EXAMPLE_LOSS = Assumption(
+    id="per-example-loss",
+    statement="The user's loss is a sum (or mean, as loss_reduction says) of per-example terms, the model treats "
+    "each example of a batch independently, the private training data reach the model only through the data loader "
+    "make_private returned, and the model is updated only by the optimizer it returned. A loss coupling examples "
+    "(contrastive, batch statistics, a data-dependent normaliser) or another path to the data is outside the "
+    "analysis.",
+    conditional=True,
+    source="Abadi et al. 2016, Alg. 1 (per-example gradients); Opacus PrivacyEngine.make_private notes",
+)
+
+GHOST_CLIPPING = Assumption(
+    id="opacus-ghost-clipping",
+    statement="Per-example gradient norms are computed by Opacus's ghost clipping "
+    "(GradSampleModuleFastGradientClipping, strict mode: no layer mixes examples); a second backward pass of "
+    "sum_i min(1, C/(norm_i + 1e-6)) * loss_i leaves the sum of per-example gradients each clipped to L2 norm at "
+    "most C, the same flat clipping as the hooks path; a gradient from any other backward pass is refused.",
+    conditional=False,
+    source="Li et al. 2022 (ICLR, ghost clipping); Bu et al. 2023 (book-keeping); Opacus 1.6 fast gradient clipping",
+)
+
+
+def training_assumptions(grad_sample_mode: str) -> tuple[Assumption, ...]:
+    """The assumptions of a ``make_private`` run: the DP-SGD kit's, with ghost clipping's instead of the hooks'
+    per-example clipping where it applies, and the user's loss and loop (:data:`PER_EXAMPLE_LOSS`)."""
+    kit = ASSUMPTIONS if grad_sample_mode != "ghost" else tuple(
+        GHOST_CLIPPING if a.id == "opacus-per-example-clipping" else a for a in ASSUMPTIONS)
+    return (*kit, PER_EXAMPLE_LOSS)
+
+
+def poisson_loader(data_loader: DataLoader, *, poisson_sampling: bool,
+                   generator: torch.Generator) -> DPDataLoader:
+    """The Poisson loader of a run: ``data_loader`` itself if it is an Opacus ``DPDataLoader``, else one that
+    includes each record independently with probability ``q = batch_size / len(dataset)`` (``batch_size``
+    records expected per batch), keeping the loader's collate function, workers and memory pinning.
+
+    Raises:
+        InvalidParameter: a loader whose sampling could not be accounted for; the message names the fix.
+    """
+    if isinstance(data_loader, DPDataLoader):
+        return data_loader
+    if not isinstance(data_loader, DataLoader):
+        raise InvalidParameter(f"data_loader must be a torch DataLoader, got {type(data_loader).__name__}")
+    if not poisson_sampling:
+        raise InvalidParameter(
+            "poisson_sampling=False keeps the loader's fixed-size shuffled batches, which the DP-SGD accounting "
+            "(Poisson-subsampled Gaussian) does not cover: certifying them as Poisson batches could understate "
+            "epsilon. Pass poisson_sampling=True (the default): each record then joins each batch independently "
+            "with probability batch_size/n")
+    if isinstance(data_loader.dataset, IterableDataset):
+        raise InvalidParameter("the loader iterates an IterableDataset, which has no fixed size n to sample from; "
+                               "wrap the records in a map-style Dataset (e.g. TensorDataset)")
+    if data_loader.batch_size is None:
+        raise InvalidParameter(
+            f"the loader draws its batches with its own batch_sampler ({type(data_loader.batch_sampler).__name__}), "
+            "which the accounting cannot model and make_private would silently replace; build the DataLoader with "
+            "batch_size=B and no sampler or batch_sampler: each record then joins each batch with probability B/n")
+    if type(data_loader.sampler) not in (RandomSampler, SequentialSampler):
+        raise InvalidParameter(
+            f"the loader samples with a {type(data_loader.sampler).__name__}, which make_private would silently "
+            "replace by uniform Poisson sampling over the whole dataset; pass the records to train on as the "
+            "dataset (e.g. torch.utils.data.Subset) with no sampler")
+    n = len(data_loader.dataset)  # type: ignore[arg-type]
+    batch_size = check_count("batch_size", data_loader.batch_size)
+    if batch_size > n:
+        raise InvalidParameter(f"batch_size {batch_size} exceeds the {n} records of the dataset")
+    return DPDataLoader(
+        data_loader.dataset, sample_rate=batch_size / n, collate_fn=data_loader.collate_fn, generator=generator,
+        num_workers=data_loader.num_workers, pin_memory=data_loader.pin_memory, timeout=data_loader.timeout,
+        worker_init_fn=data_loader.worker_init_fn, multiprocessing_context=data_loader.multiprocessing_context,
+        prefetch_factor=data_loader.prefetch_factor, persistent_workers=data_loader.persistent_workers)
+
+
+class _OwnView:
+    """The session acting on its own behalf (attribution ``"session"``), with a plugin view's call signatures."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:  # neighbouring, rng, budget, accountant, holds, claim, record_release
+        return getattr(self._session, name)
+
+    def charge(self, event: PoissonSubsampledGaussianEvent, *, mechanism: str) -> Charge:
+        return self._session.charge(event, plugin=SESSION_ATTRIBUTION, mechanism=mechanism)
+
+    def record_info(self, body: dict[str, Any]) -> None:
+        self._session.record_info(SESSION_ATTRIBUTION, body)
+
+
+@dataclass(frozen=True)
+class PrivateRun:
+    """What ``make_private`` fixed and charged (all public).
+
+    Attributes:
+        plan: q, n, steps per epoch and epochs.
+        charge: the charge of the whole plan.
+        noise_multiplier: σ (given or calibrated).
+        max_grad_norm: C.
+        grad_sample_mode: ``"hooks"``, ``"functorch"`` or ``"ghost"``.
+        target: ``(target_epsilon, target_delta)`` when σ was calibrated, else None.
+    """
+
+    plan: SamplingPlan
+    charge: Charge
+    noise_multiplier: float
+    max_grad_norm: float
+    grad_sample_mode: str
+    target: tuple[float, float] | None
+
+
+class PrivacyEngine:
+    """Opacus's ``PrivacyEngine`` for one audited training run in ``session`` (a :class:`~dpaudit.session.Session`,
+    attributed to the session, or a plugin's view, attributed to the plugin).
+
+    One engine trains one model under one charge; train another model with another engine.
+
+    Example:
+        >>> engine = PrivacyEngine(session)                                        # doctest: +SKIP
+        >>> model, optimizer, loader = engine.make_private(
+        ...     module=model, optimizer=torch.optim.AdamW(model.parameters(), lr=1e-3),
+        ...     data_loader=DataLoader(train_set, batch_size=256), epochs=5, max_grad_norm=1.0,
+        ...     target_epsilon=3.0)
+        >>> for _ in range(5):
+        ...     for x, y in loader:
+        ...         optimizer.zero_grad(); criterion(model(x), y).backward(); optimizer.step()
+        >>> engine.release_model()   # only needed when stopping before the last step; returns the digest
+    """
+
+    def __init__(self, session: Session | PluginSession) -> None:
+        if isinstance(session, PluginSession):
+            self._view: Any = session
+        elif isinstance(session, Session):
+            self._view = _OwnView(session)
+        else:
+            raise InvalidParameter(f"PrivacyEngine needs a dpaudit Session or plugin view, got "
+                                   f"{type(session).__name__}")
+        self._run: PrivateRun | None = None
+        self._module: AbstractGradSampleModule | None = None
+        self._optimizer: CappedDPOptimizer | None = None
+        self._released: str | None = None
+
+    # --- make_private -----------------------------------------------------------------------------------------
+
+    def make_private(self, *, module: nn.Module, optimizer: torch.optim.Optimizer, data_loader: DataLoader,
+                     epochs: int, max_grad_norm: float, noise_multiplier: float | None = None,
+                     target_epsilon: float | None = None, target_delta: float | None = None,
+                     criterion: Any = None, grad_sample_mode: str = "hooks", poisson_sampling: bool = True,
+                     loss_reduction: str = "mean", batch_first: bool = True, clipping: str = "flat",
+                     label: str = "make_private") -> tuple[Any, ...]:
+        """Wrap the user's training objects, charge the whole plan, and return them (Opacus's order).
+
+        Args:
+            module: the user's model, on the device to train on (CUDA or CPU); not already wrapped.
+            optimizer: any torch optimizer over (a subset of) ``module``'s parameters (SGD, Adam, AdamW, ...).
+            data_loader: a DataLoader with ``batch_size=B`` over a map-style dataset of n records (or an Opacus
+                ``DPDataLoader``); see :func:`poisson_loader`.
+            epochs: passes; N = epochs × ⌊n/B⌋ noisy steps are charged now.
+            max_grad_norm: C, the per-example L2 clipping norm (flat clipping).
+            noise_multiplier: σ. Exactly one of it and ``target_epsilon``.
+            target_epsilon: calibrate σ so that the session's accountant bounds this run by ``target_epsilon`` at
+                ``target_delta`` (:func:`~dpaudit.tuning.training.calibrate_noise_multiplier`); this run alone,
+                not what the session has already spent.
+            target_delta: the δ of ``target_epsilon`` (default and maximum: the session's δ, at which the
+                certificate states ε).
+            criterion: ghost mode only: the loss to wrap (default ``nn.CrossEntropyLoss()``, as in Opacus).
+            grad_sample_mode: ``"hooks"``, ``"functorch"`` or ``"ghost"`` (ghost clipping; returns a criterion).
+            poisson_sampling: must be True (fixed-size batches are refused).
+            loss_reduction: ``"mean"`` or ``"sum"``, the reduction of the user's loss (as in Opacus).
+            batch_first: whether the batch dimension comes first (as in Opacus).
+            clipping: ``"flat"`` only (per-layer and adaptive clipping are not modelled).
+            label: public description recorded with the event.
+
+        Returns:
+            ``(module, optimizer, data_loader)``, or ``(module, optimizer, criterion, data_loader)`` for ghost.
+
+        Raises:
+            InvalidParameter: bad arguments, a loader whose sampling cannot be accounted for, a second call.
+            PluginError: a replace-one session, a model with layers that mix examples.
+            BudgetExceeded: the session cannot pay for the N steps (nothing is charged or wrapped).
+            AccountingError: no σ meets ``target_epsilon``.
+        """
+        if self._run is not None:
+            raise InvalidParameter("this PrivacyEngine already trains a model under its charge; make a new "
+                                   "PrivacyEngine for another run")
+        if grad_sample_mode not in GRAD_SAMPLE_MODES:
+            raise InvalidParameter(f"grad_sample_mode must be one of {GRAD_SAMPLE_MODES}, got {grad_sample_mode!r}")
+        if clipping != "flat":
+            raise InvalidParameter(f"clipping={clipping!r} is not modelled: its noise is not calibrated to one "
+                                   "L2 norm C; use clipping='flat'")
+        if loss_reduction not in ("mean", "sum"):
+            raise InvalidParameter(f"loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
+        if (noise_multiplier is None) == (target_epsilon is None):
+            raise InvalidParameter("pass exactly one of noise_multiplier and target_epsilon")
+        if criterion is not None and grad_sample_mode != "ghost":
+            raise InvalidParameter("criterion is wrapped in ghost mode only; with hooks or functorch use any loss")
+        max_grad_norm = check_positive("max_grad_norm", max_grad_norm)
+        _check_objects(module, optimizer)
+        check_add_remove(self._view)
+        check_per_example(module)
+        device = next(module.parameters()).device
+
+        loader = poisson_loader(data_loader, poisson_sampling=poisson_sampling,
+                                generator=torch.Generator().manual_seed(draw_seed(self._view.rng)))
+        plan = plan_from_loader(loader, epochs)
+        assumptions = training_assumptions(grad_sample_mode)
+        target = None
+        if target_epsilon is not None:
+            target = self._target(target_epsilon, target_delta)
+            noise_multiplier, _ = calibrate_noise_multiplier(
+                plan, target_epsilon=target[0], delta=target[1], accountant=self._accountant("target_epsilon"),
+                max_grad_norm=max_grad_norm, label=label, assumptions=assumptions)
+        elif target_delta is not None:
+            raise InvalidParameter("target_delta goes with target_epsilon")
+        noise_multiplier = check_positive("noise_multiplier", noise_multiplier)
+        event = dp_sgd_event(plan, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, label=label,
+                             assumptions=assumptions)
+
+        ghost = grad_sample_mode == "ghost"
+        wrapped = prepare_module(module, grad_sample_mode=grad_sample_mode, batch_first=batch_first,
+                                 loss_reduction=loss_reduction, strict=True,
+                                 **({"max_grad_norm": max_grad_norm} if ghost else {}))
+        try:
+            wrapped.forbid_grad_accumulation()
+            dp_optimizer = (CappedGhostClippingOptimizer if ghost else CappedDPOptimizer)(
+                optimizer, max_steps=plan.steps, poisson_batches=loader.batch_sampler,
+                on_last_step=self._release_at_cap, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
+                expected_batch_size=plan.expected_batch_size, loss_reduction=loss_reduction,
+                generator=torch.Generator(device=device).manual_seed(draw_seed(self._view.rng)), secure_mode=False)
+            wrapped_criterion = None
+            if ghost:
+                dp_optimizer.watch(wrapped)
+                wrapped_criterion = DPLossFastGradientClipping(
+                    wrapped, dp_optimizer, nn.CrossEntropyLoss() if criterion is None else criterion, loss_reduction)
+            charge = charge_run(self._view, event, f"dp-{type(optimizer).__name__.lower()}")
+        except BaseException:
+            wrapped.to_standard_module()  # the user's module without Opacus's hooks, as it came
+            raise
+        self._run = PrivateRun(plan=plan, charge=charge, noise_multiplier=noise_multiplier,
+                               max_grad_norm=max_grad_norm, grad_sample_mode=grad_sample_mode, target=target)
+        self._module, self._optimizer = wrapped, dp_optimizer
+        if ghost:
+            return wrapped, dp_optimizer, wrapped_criterion, loader
+        return wrapped, dp_optimizer, loader
+
+    def make_private_with_epsilon(self, *, target_epsilon: float, target_delta: float | None = None,
+                                  **kwargs: Any) -> tuple[Any, ...]:
+        """Opacus's name for :meth:`make_private` with ``target_epsilon`` (``epochs`` among ``kwargs``)."""
+        return self.make_private(target_epsilon=target_epsilon, target_delta=target_delta, **kwargs)
+
+    # --- the run ----------------------------------------------------------------------------------------------
+
+    @property
+    def run(self) -> PrivateRun:
+        """What :meth:`make_private` fixed and charged.
+
+        Raises:
+            DPAuditError: make_private was not called.
+        """
+        return self._state()[0]
+
+    @property
+    def steps_taken(self) -> int:
+        """Noisy steps taken so far (≤ ``run.plan.steps``)."""
+        return self._state()[2].steps_taken
+
+    @property
+    def released_sha256(self) -> str | None:
+        """The digest of the released model, None before the release."""
+        return self._released
+
+    def get_epsilon(self, delta: float | None = None) -> float:
+        """ε of this run's charge (all N planned steps) at ``delta`` (default: the session's δ), by the session's
+        accountant: an upper bound whatever number of steps is realised (Opacus: ``PrivacyEngine.get_epsilon``)."""
+        delta = self._view.budget[1] if delta is None else check_delta(delta, allow_zero=False)
+        return self._accountant("get_epsilon").epsilon(self.run.charge.event, delta)
+
+    def release_model(self) -> str:
+        """Release the trained model: its digest as the release on the run's charge, with an ``info`` record of
+        the schedule; every later step is refused. Done automatically after the N-th noisy step; call it to stop
+        earlier. Calling it again returns the same digest while the model is unchanged.
+
+        Returns:
+            SHA-256 of the model's ``state_dict`` (:func:`~dpaudit.tuning.training.state_dict_sha256`; the user's
+            module, without Opacus's wrapper).
+
+        Raises:
+            DPAuditError: make_private was not called.
+            UncoveredRelease: the model changed after its release (the charge covers one model).
+        """
+        run, wrapped, optimizer = self._state()
+        model = wrapped._module
+        digest = state_dict_sha256(model)
+        if self._released is not None:
+            if digest != self._released:
+                raise UncoveredRelease(f"charge {run.charge.seq} covers one model, released with digest "
+                                       f"{self._released}; this model has changed since")
+            return digest
+        optimizer.stop(f"the model was released after {optimizer.steps_taken} noisy steps; its charge covers one "
+                       "model: train further with a new PrivacyEngine (and a new charge)")
+        record_run(self._view, run.charge, run.plan, digest=digest, n_parameters=count_parameters(model),
+                   realised_steps=optimizer.steps_taken, details=self._details())
+        self._released = digest
+        return digest
+
+    def _release_at_cap(self) -> None:
+        self.release_model()
+
+    def _state(self) -> tuple[PrivateRun, AbstractGradSampleModule, CappedDPOptimizer]:
+        if self._run is None or self._module is None or self._optimizer is None:
+            raise DPAuditError("call make_private first")
+        return self._run, self._module, self._optimizer
+
+    def _details(self) -> dict[str, Any]:
+        run, wrapped, optimizer = self._state()
+        details: dict[str, Any] = {
+            "mechanism": run.charge.mechanism, "noise_multiplier": run.noise_multiplier,
+            "max_grad_norm": run.max_grad_norm,
+            "grad_sample_mode": run.grad_sample_mode, "loss_reduction": optimizer.loss_reduction,
+            "optimizer": type(optimizer.original_optimizer).__name__,
+            "lr": _public_number(optimizer.original_optimizer.param_groups[0].get("lr")),
+            "device": str(next(wrapped.parameters()).device),
+        }
+        if run.target is not None:
+            details["target_epsilon"], details["target_delta"] = run.target
+        return details
+
+    def _accountant(self, what: str) -> Any:
+        accountant = self._view.accountant
+        if accountant is None:
+            raise InvalidParameter(f"{what}: an adaptive session certifies only its budget (its Renyi filter "
+                                   "admits charges); pass noise_multiplier")
+        return accountant
+
+    def _target(self, target_epsilon: float, target_delta: float | None) -> tuple[float, float]:
+        budget_delta = self._view.budget[1]
+        delta = budget_delta if target_delta is None else check_delta(target_delta, "target_delta",
+                                                                      allow_zero=False)
+        if delta > budget_delta:
+            raise InvalidParameter(f"target_delta {delta:g} exceeds the session's delta {budget_delta:g}, at which "
+                                   "the certificate states epsilon; pass target_delta <= the session's delta")
+        return check_positive("target_epsilon", target_epsilon), delta
+
+
+def _check_objects(module: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """The module is a plain, unwrapped torch module with parameters, and the optimizer updates only them."""
+    if not isinstance(module, nn.Module) or isinstance(module, AbstractGradSampleModule):
+        raise InvalidParameter(f"module must be a plain torch nn.Module (not already wrapped by Opacus), got "
+                               f"{type(module).__name__}")
+    if not isinstance(optimizer, torch.optim.Optimizer) or hasattr(optimizer, "original_optimizer"):
+        raise InvalidParameter(f"optimizer must be a plain torch optimizer, got {type(optimizer).__name__}")
+    parameters = {id(p) for p in module.parameters()}
+    if not parameters:
+        raise InvalidParameter("the module has no parameters to train")
+    if any(id(p) not in parameters for group in optimizer.param_groups for p in group["params"]):
+        raise InvalidParameter("the optimizer updates parameters that are not the module's")
+
+
+def _public_number(value: Any) -> float | None:
+    """A hyperparameter as a JSON number (a tensor learning rate read once, at the release), else None."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value.item())
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,0 +1,146 @@
+"""Every format answers a reviewer's questions first, from one model; HTML is checked by a Chromium screenshot."""
+
+from __future__ import annotations
+
+import html
+import json
+import subprocess
+
+import pytest
+
+from dpaudit.display import show
+from dpaudit.ledger import read_records
+from dpaudit.report import FORMATS, build_report, render, write_reports
+from dpaudit.report.wording import compact
+from dpaudit.verify import verify_bundle
+from tests.dpaudit.report._demo_like import MODEL_SHA256, SELECTED
+
+QUESTIONS = ("Did the run finish?", "What is protected, and at what unit?", "What was released?",
+             "What is guaranteed?", "Is the guarantee conditional?", "What did it cost?")
+
+
+def _released(run_dir) -> list:
+    records, _ = read_records(run_dir / "ledger.jsonl")
+    return [r.body["output"] for r in records if r.type == "release"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html", "json"])
+def test_the_first_section_answers_what_was_released_what_it_cost_and_on_what(demo_like, fmt):
+    out = " ".join(render(demo_like.run_dir, fmt).split())  # the text format wraps its paragraphs
+    claim = show(demo_like.close()["claim"]["epsilon"])
+    model = build_report(demo_like.run_dir)
+    # the questions come first, in order, then the cost table, then the details
+    found = [out.index(q) for q in QUESTIONS]
+    cost = out.index('"status":') if fmt == "json" else out.index("What each part cost")  # JSON: the summary first
+    details = out.index('"run":' if fmt == "json" else "Every noisy output, in ledger order")
+    assert found == sorted(found) and found[-1] < cost < details
+    first = out[:cost]
+    assert MODEL_SHA256 in first and compact(SELECTED) in first, "model digest and hyperparameters up front"
+    assert f"({claim}, 1e-05)-differential privacy" in first and "e^ε" in first
+    assert "adding one record to, or removing one record from, adult-train" in first
+    assert "FINISHED and for release" in first and "CONDITIONAL on" in first
+    for g in model["groups"]:
+        assert f"{g['plugin']} / {g['mechanism']}: ε ≤ {show(g['epsilon_alone'], 4)} alone" in first
+    assert "Composition is not a sum" in first
+    # every released value, with its value, somewhere in the report
+    if fmt == "json":
+        assert [r["value"] for r in json.loads(render(demo_like.run_dir, fmt))["released"]] == _released(
+            demo_like.run_dir)
+    for value in _released(demo_like.run_dir):
+        assert (html.escape(compact(value)) if fmt == "html" else compact(value)) in out or fmt == "json"
+    assert "\\u03b5" not in out and "\\u00b2" not in out  # no \u escapes anywhere, JSON included
+    for term in ("filter bound ε", "attained by pld", "add/remove"):
+        assert term in out, "the glossary explains the jargon"
+
+
+def test_plurals_are_right(make_session):
+    with make_session(epsilon=1.0, delta=1e-6) as s:
+        s.laplace(1.0, sensitivity=1.0, epsilon=0.1, label="one")
+    text = " ".join(render(s.run_dir, "text").split())
+    assert "1 noisy value from session / laplace" in text and "from 1 charge," in text
+    assert "1 charges" not in text and "1 values" not in text and "1 records" not in text
+
+
+@pytest.mark.parametrize("status", ["ABORTED", "FAILED", "REFUSED"])
+def test_a_run_that_did_not_finish_says_not_for_release_first(make_session, status):
+    s = make_session(epsilon=1.0, delta=1e-6)
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
+    s.close(status)
+    model = build_report(s.run_dir)
+    assert not model["status"]["releasable"]
+    for fmt in FORMATS:
+        out = " ".join(render(s.run_dir, fmt).split())
+        answer = out[out.index("Did the run finish?"):out.index("What is protected")]
+        assert f"NOT FOR RELEASE: the run did not finish (it closed {status})" in answer, fmt
+        assert "FINISHED and for release" not in out
+
+
+def test_an_unclosed_run_has_no_guarantee_and_is_not_for_release(make_session):
+    s = make_session(epsilon=1.0, delta=1e-6)
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
+    text = " ".join(render(s.run_dir, "text").split())
+    assert "NOT CLOSED" in text and "No certificate yet" in text and "none yet (no certificate)" in text
+    assert "<svg" in render(s.run_dir, "html")  # the burn-down of a running session, without a claim line
+    s.close()
+
+
+def test_a_seeded_run_that_finished_is_still_not_for_release(make_session):
+    with make_session(epsilon=1.0, delta=1e-6) as s:
+        s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
+    assert "NOT FOR RELEASE: the run finished, but" in render(s.run_dir, "markdown")
+
+
+def test_html_is_printable_self_contained_and_shows_the_certificate_as_a_table(demo_like):
+    page = render(demo_like.run_dir, "html")
+    cert = demo_like.close()
+    assert page.startswith("<!doctype html>") and "<script" not in page and "http" not in page.replace(
+        "http://www.w3.org/2000/svg", "")
+    assert "@media print" in page and "<pre" not in page, "no raw JSON dump running off the page"
+    assert f"<dt>claim.epsilon</dt><dd>{cert['claim']['epsilon']!r}</dd>" in page
+    assert f"<dt>signature.value</dt><dd>{cert['signature']['value']}</dd>" in page
+    assert page.count("<svg") == 1 and "charge number" in page
+    assert f"certified claim ε = {show(cert['claim']['epsilon'])}" in page
+
+
+def test_markdown_tables_escape_pipes(demo_like):
+    md = render(demo_like.run_dir, "markdown")
+    assert "DP-SGD logreg \\| selected hyperparameters" in md
+
+
+def test_reports_are_deterministic_and_verify_regenerates_them(demo_like):
+    """``verify`` compares report.md / report.json byte for byte with the ones it regenerates from the evidence."""
+    first = {fmt: render(demo_like.run_dir, fmt) for fmt in FORMATS}
+    assert first == {fmt: render(demo_like.run_dir, fmt) for fmt in FORMATS}
+    assert write_reports(demo_like.run_dir) == []  # written at close, unchanged since
+    checks = {c.name: c for c in verify_bundle(demo_like.run_dir).checks}
+    assert checks["reports"].ok, checks["reports"].detail
+
+
+def test_the_html_report_screenshot_is_not_blank(demo_like, chromium, tmp_path):
+    """Headless Chromium renders the page: the PNG is not blank and the page states the certified ε."""
+    image = pytest.importorskip("PIL.Image", reason="Pillow (installed with MLflow's matplotlib) reads the PNG")
+    page = tmp_path / "report.html"
+    page.write_text(render(demo_like.run_dir, "html"), encoding="utf-8")
+    shot = tmp_path / "report.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri()],
+                   capture_output=True, timeout=180, check=True)
+    with image.open(shot) as png:
+        assert png.size == (1200, 2000)
+        counts = png.convert("L").histogram()  # pixels per grey level 0..255
+    total = sum(counts)
+    mean = sum(level * c for level, c in enumerate(counts)) / total
+    variance = sum((level - mean) ** 2 * c for level, c in enumerate(counts)) / total
+    dark = sum(counts[:128]) / total
+    assert variance > 100 and 0.005 < dark < 0.5, (variance, dark)  # text on a page, not a blank or black frame
+    assert show(demo_like.close()["claim"]["epsilon"]) in page.read_text(encoding="utf-8")
+    # printable: at the width of an A4 page inside 1.5 cm margins (180 mm, 680 px) nothing runs off the right edge
+    # (before: a 64-digit hash and unbreakable table headers did)
+    narrow = tmp_path / "narrow.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--screenshot={narrow}", "--window-size=680,6000", page.as_uri()],
+                   capture_output=True, timeout=180, check=True)
+    with image.open(narrow) as png:
+        grey = png.convert("L")
+        edge = grey.crop((grey.width - 6, 0, grey.width, grey.height))
+        assert sum(edge.histogram()[:200]) == 0, "content runs off the right edge of a printable width"
