@@ -19,6 +19,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 import dpaudit
+from dpaudit.display import show
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.verify import verify_bundle
 
@@ -67,7 +68,7 @@ def main(smoke: bool, seed: int | None) -> dict:
     assert report.valid, report.reasons
     claim = report.claim
     print(f"selected {result.selected}\ntest RMSE {result.score:.2f} (fallback used: "
-          f"{result.public['fallback_used']})\ncertified ({claim['epsilon']:.3f}, {claim['delta']:g})-DP, "
+          f"{result.public['fallback_used']})\ncertified ({show(claim['epsilon'])}, {claim['delta']:g})-DP, "
           f"verified: {report.valid}\nrun {session.run_dir}")
     return {"score": result.score, "epsilon": claim["epsilon"], "run_dir": str(session.run_dir)}
 

@@ -19,6 +19,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 import dpaudit
+from dpaudit.display import show
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.verify import verify_bundle
 
@@ -70,7 +71,7 @@ def main(smoke: bool, seed: int | None) -> dict:
     report = verify_bundle(session.run_dir, allow_not_for_release=seed is not None)
     assert report.valid, report.reasons
     claim = report.claim
-    print(f"selected {result.selected}\ntest accuracy {result.score:.3f}\ncertified ({claim['epsilon']:.3f}, "
+    print(f"selected {result.selected}\ntest accuracy {result.score:.3f}\ncertified ({show(claim['epsilon'])}, "
           f"{claim['delta']:g})-DP, verified: {report.valid}\nrun {session.run_dir}")
     return {"score": result.score, "epsilon": claim["epsilon"], "run_dir": str(session.run_dir)}
 

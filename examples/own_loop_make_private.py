@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader
 
 import dpaudit
 from dpaudit.data import as_torch
+from dpaudit.display import show
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.verify import verify_bundle
 
@@ -72,8 +73,8 @@ def main(smoke: bool, seed: int | None) -> dict:
             sigma, run_epsilon = engine.run.noise_multiplier, engine.get_epsilon()
     report = verify_bundle(session.run_dir, allow_not_for_release=seed is not None)
     assert report.valid, report.reasons
-    print(f"sigma {sigma:.3f} for target epsilon 2.0 (this run: {run_epsilon:.3f})\ntest accuracy {accuracy:.3f}\n"
-          f"certified ({report.claim['epsilon']:.3f}, {report.claim['delta']:g})-DP, verified: {report.valid}\n"
+    print(f"sigma {sigma:.3f} for target epsilon 2.0 (this run: {show(run_epsilon)})\ntest accuracy {accuracy:.3f}\n"
+          f"certified ({show(report.claim['epsilon'])}, {report.claim['delta']:g})-DP, verified: {report.valid}\n"
           f"run {session.run_dir}")
     return {"score": accuracy, "epsilon": report.claim["epsilon"], "run_dir": str(session.run_dir)}
 

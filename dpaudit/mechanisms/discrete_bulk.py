@@ -51,6 +51,17 @@ _SHIFT_LIMIT = 2**48
 GAUSSIAN_TABLE_LIMIT = 2**20
 
 
+def with_wide(out: np.ndarray, wide: dict[int, int]) -> np.ndarray:
+    """``out`` (int64) with the coordinates in ``wide`` (index → a value beyond int64) set: an object array when there
+    are any, ``out`` itself otherwise."""
+    if not wide:
+        return out
+    result = out.astype(object)
+    for index, value in wide.items():
+        result[index] = value
+    return result
+
+
 def uniform_below(bound: int, count: int, rng: RandomSource) -> np.ndarray:
     """``count`` independent, exactly uniform integers in [0, bound), as int64.
 
@@ -292,12 +303,7 @@ def sample_discrete_laplace_array(scale: Fraction, count: int, rng: RandomSource
             else:
                 wide[int(pending_u[i])] = -value if negative[i] else value
         pending = np.concatenate(retry)
-    if not wide:
-        return out
-    result = out.astype(object)
-    for index, value in wide.items():
-        result[index] = value
-    return result
+    return with_wide(out, wide)
 
 
 class DiscreteGaussianSampler:
@@ -401,12 +407,7 @@ class DiscreteGaussianSampler:
                 y = np.where(small, y, 0).astype(np.int64)
             out[pending[accepted]] = y[accepted]
             pending = pending[~accepted]
-        if not wide:
-            return out
-        result = out.astype(object)
-        for index, value in wide.items():
-            result[index] = value
-        return result
+        return with_wide(out, wide)
 
 
 def sample_discrete_gaussian_array(sigma2: Fraction, count: int, rng: RandomSource) -> np.ndarray:
