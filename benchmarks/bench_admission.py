@@ -10,22 +10,34 @@ patterns through :class:`~dpaudit.budget.BudgetFilter`, with the ``pld`` account
 * ``laplace``: discrete Laplace counts at ε = 0.002, 0.003, 0.005 in turn (``bench_accounting.py``'s filter
   pattern, the issue's 7.7 ms case).
 
-Caches are cleared before each accountant. Run: ``.venv/bin/python benchmarks/bench_admission.py [releases]``
-(default 200).
+Caches are cleared before each accountant.
+
+Scaling with the number of earlier charges (the default accountant, ``tightest``): the median admission time of one
+more Laplace count (ε = 10⁻⁴) and of one more discrete Gaussian count ((10⁻³, 10⁻¹²)) after n = 10², 10³, 10⁴ earlier
+charges of the same kind, each printed as a ratio to its n = 10² time (flat: about 1); then the time to build whole
+sessions of 10³ and ``--session`` Laplace releases (fsync patched out, no mirror: the ledger's disk is not what is
+measured), per release and as a ratio of the two.
+
+Run: ``.venv/bin/python benchmarks/bench_admission.py [--releases 200] [--session 20000]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
+import tempfile
 import time
+from pathlib import Path
+from unittest import mock
 
+from dpaudit import Session
 from dpaudit.accounting import get_accountant, pld, rdp
 from dpaudit.accounting.charges import LAST_TALLY
 from dpaudit.budget import BudgetFilter
 from dpaudit.events import PoissonSubsampledGaussianEvent, PrivacyEvent
 from dpaudit.mechanisms.gaussian import gaussian_event
 from dpaudit.mechanisms.laplace import laplace_event
+from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.sensitivity import Neighbouring, from_formula
 
 DELTA = 1e-5
@@ -70,7 +82,48 @@ def admission_times(accountant: str, pattern: str, releases: int) -> tuple[list[
     return times, admission.epsilon
 
 
-def main(releases: int) -> None:
+def scaling(event: PrivacyEvent, sizes: tuple[int, ...] = (100, 1000, 10000), samples: int = 50) -> list[float]:
+    """Median seconds of one admission of ``event`` (not committed) after each of ``sizes`` earlier charges of it."""
+    budget = BudgetFilter(1e6, DELTA, get_accountant("tightest"))
+    medians = []
+    for size in sizes:
+        while len(budget.events) < size:
+            budget.commit(event, budget.admit(event))
+        times = []
+        for _ in range(samples):
+            start = time.perf_counter()
+            budget.admit(event)
+            times.append(time.perf_counter() - start)
+        medians.append(statistics.median(times))
+    return medians
+
+
+def session_build(releases: int) -> float:
+    """Seconds to open a session, charge and release ``releases`` Laplace counts and close it (fsync patched out)."""
+    count = from_formula("count", "add_remove")
+    with tempfile.TemporaryDirectory(prefix="dpaudit-bench-admission-") as tmp:
+        start = time.perf_counter()
+        with mock.patch("os.fsync"), Session(epsilon=1e9, delta=1e-6, rng=SeededRandom(0), mirror=False,
+                                             store=Path(tmp)) as s:
+            for i in range(releases):
+                s.laplace(float(i), count, epsilon=0.01, label="count")
+        return time.perf_counter() - start
+
+
+def main(releases: int, session: int) -> None:
+    count = from_formula("count", "add_remove")
+    sizes = (100, 1000, 10000)
+    print("admission after n earlier charges (tightest accountant, median of 50; ratio to n = 100)")
+    for name, event in (("laplace", laplace_event(Neighbouring.ADD_REMOVE, count, 1e-4)),
+                        ("gaussian", gaussian_event(Neighbouring.ADD_REMOVE, count, 1e-3, 1e-12))):
+        medians = scaling(event, sizes)
+        print(f"  {name:8s} " + "  ".join(f"n={n}: {1e3 * m:.4f} ms (x{m / medians[0]:.2f})"
+                                          for n, m in zip(sizes, medians, strict=True)))
+    small = session_build(1000)
+    large = session_build(session)
+    print(f"session build: 1000 releases {small:.2f} s ({1e3 * small / 1000:.3f} ms/release), {session} releases "
+          f"{large:.2f} s ({1e3 * large / session:.3f} ms/release): x{(large / session) / (small / 1000):.2f} "
+          "per release")
     for pattern in PATTERNS:
         print(f"{releases} incremental releases ({pattern}) through BudgetFilter, delta = {DELTA:g}")
         floor = None
@@ -83,4 +136,8 @@ def main(releases: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 200)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--releases", type=int, default=200, help="releases per PLD-vs-RDP pattern")
+    parser.add_argument("--session", type=int, default=20000, help="releases of the large session build")
+    args = parser.parse_args()
+    main(args.releases, args.session)

@@ -19,10 +19,12 @@ table its module registers in (:mod:`dpaudit.mechanisms.registry`), so a new pur
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 from dpaudit.errors import AccountingError, UnsupportedEvent
@@ -230,12 +232,67 @@ def privacy_map_problem(leaf: LeafEvent) -> str | None:
     return None
 
 
+_Description = tuple[frozenset[Neighbouring], tuple[tuple[LeafSpec, int], ...]]
+
+
+@dataclass
+class _Kept:
+    """The descriptions kept by :func:`descriptions_kept`: by event ``id`` (``alive`` holds the events, so no ``id`` is
+    reused meanwhile), each equal description stored once (``distinct``), so that keeping 10⁵ of them allocates no
+    object per event for the garbage collector to walk (a tuple per entry cost more than the description it saved)."""
+
+    by_id: dict[int, _Description] = field(default_factory=dict)
+    alive: list[PrivacyEvent] = field(default_factory=list)
+    distinct: dict[_Description, _Description] = field(default_factory=dict)
+
+
+_KEPT: ContextVar[_Kept | None] = ContextVar("dpaudit_kept", default=None)
+
+
+@contextlib.contextmanager
+def descriptions_kept() -> Iterator[None]:
+    """Within the block (in this thread), each event object is described once, however many times it is tallied or
+    counted (:func:`tally` and :func:`event_counts`, e.g. the tally and the PLD fold of one recomputation).
+
+    The descriptions are dropped when the block ends, so nothing outlives it; keyed by object identity, so the
+    cache costs no hashing of events and cannot confuse two events.
+    """
+    token = _KEPT.set(_Kept())
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+def _describe_event(event: PrivacyEvent) -> _Description:
+    """The relations of ``event``'s accounting units and its applications counted per spec (first-appearance order)."""
+    relations: set[Neighbouring] = set()
+    counts: dict[LeafSpec, int] = {}
+    for unit, multiplicity in event.accounting_units():
+        relations.add(unit.neighbouring)  # type: ignore[attr-defined]  (leaves and repeat-and-select have one)
+        spec, applications = describe(unit)  # type: ignore[arg-type]
+        counts[spec] = counts.get(spec, 0) + multiplicity * applications
+    return frozenset(relations), tuple(counts.items())
+
+
+def _description(event: PrivacyEvent) -> _Description:
+    kept = _KEPT.get()
+    if kept is None:
+        return _describe_event(event)
+    found = kept.by_id.get(id(event))
+    if found is None:
+        described = _describe_event(event)
+        found = kept.by_id[id(event)] = kept.distinct.setdefault(described, described)
+        kept.alive.append(event)
+    return found
+
+
 def _count(events: tuple[PrivacyEvent, ...], relations: set[Neighbouring], counts: dict[LeafSpec, int]) -> None:
     for event in events:
-        for unit, multiplicity in event.accounting_units():
-            relations.add(unit.neighbouring)  # type: ignore[attr-defined]  (leaves and repeat-and-select have one)
-            spec, applications = describe(unit)  # type: ignore[arg-type]
-            counts[spec] = counts.get(spec, 0) + multiplicity * applications
+        event_relations, items = _description(event)
+        relations |= event_relations
+        for spec, applications in items:
+            counts[spec] = counts.get(spec, 0) + applications
 
 
 def event_counts(event: PrivacyEvent) -> dict[LeafSpec, int]:

@@ -38,6 +38,7 @@ independent value is 0 (the only lower bound known) and the reason says so.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -46,6 +47,7 @@ import dp_accounting
 import numpy as np
 
 from dpaudit.accounting.advanced import AdvancedComposition
+from dpaudit.accounting.base import Accountant
 from dpaudit.accounting.basic import approximate_dp_charge
 from dpaudit.accounting.charges import (
     DiscreteGaussianSpec,
@@ -54,6 +56,7 @@ from dpaudit.accounting.charges import (
     PureSpec,
     RepeatSelectSpec,
     WorGaussianSpec,
+    descriptions_kept,
     tally,
 )
 from dpaudit.accounting.hockey_stick import epsilon_lower_bound, models
@@ -280,11 +283,15 @@ def recheck(claim_source: str, event: PrivacyEvent, delta: float, claimed_epsilo
     delta = check_delta(delta)
     claimed = check_nonnegative("claimed epsilon", claimed_epsilon)
     accountant = get_accountant(member_name(claim_source))
-    _, counts = tally(event)
-    if isinstance(accountant, TightestAccountant):
-        recomputed, source = accountant.epsilon_with_source(event, delta)
-    else:
-        recomputed, source = accountant.epsilon_of_tally(counts, delta, event), claim_source
+    # an accountant that composes the parts in its own order (the PLD's fold; the tightest, whose members include it)
+    # describes each charge again after the tally: keep the tally's descriptions (elsewhere they would cost time)
+    again = type(accountant)._epsilon_for_event is not Accountant._epsilon_for_event
+    with descriptions_kept() if again else contextlib.nullcontext():
+        _, counts = tally(event)
+        if isinstance(accountant, TightestAccountant):
+            recomputed, source = accountant.epsilon_with_source(event, delta)
+        else:
+            recomputed, source = accountant.epsilon_of_tally(counts, delta, event), claim_source
     method = member_name(source)
     recompute_ok = claimed >= recomputed * (1.0 - RECOMPUTE_REL_TOL)
     first = f"claim {claimed:.12g} {'>=' if recompute_ok else '<'} {source} recomputation {recomputed:.12g}"

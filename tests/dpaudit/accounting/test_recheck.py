@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib
 
 import dp_accounting
 import numpy as np
 import pytest
 
-from dpaudit.accounting import get_accountant, recheck
+from dpaudit.accounting import charges, get_accountant, recheck
 from dpaudit.accounting import pld as pld_module
 from dpaudit.accounting import rdp as rdp_module
 from dpaudit.errors import InvalidParameter
 from dpaudit.events import ComposedEvent
 
 from ._events import dpsgd, dpsgd_without_replacement, exponential, gaussian, laplace
+
+recheck_module = importlib.import_module("dpaudit.accounting.recheck")  # the package exports the function by that name
 
 DPSGD = dpsgd(0.02, 1.0, 400)
 PURE = ComposedEvent(events=(laplace(0.1),) * 30 + (exponential(0.2),))
@@ -133,3 +137,31 @@ def test_without_replacement_claim_is_checked_against_a_realised_lower_bound(mon
         rdp_module.rdp_curve.cache_clear()
     assert forged_value < 1.0  # against a realised lower bound of 1.12
     assert forged.recomputed == forged_value and not forged.ok and "DISAGREES" in forged.reason
+
+
+@pytest.mark.parametrize("name", ["pld", "tightest"])
+def test_the_recheck_describes_each_charge_once(monkeypatch, name) -> None:
+    """40 separately built charges (as read from a ledger): the tally and the PLD fold of the recomputation share one
+    description of each (they described each twice before); the verdict is the same as with two descriptions (the
+    deliberately broken variant of the count: no kept descriptions)."""
+    event = ComposedEvent(events=tuple(laplace(0.01 * (1 + i % 4)) for i in range(40)))
+    charges.LAST_TALLY.clear()
+    honest = get_accountant(name).epsilon(event, 1e-5)
+    calls: list = []
+    original = charges.describe
+    monkeypatch.setattr(charges, "describe", lambda unit: calls.append(unit) or original(unit))
+    charges.LAST_TALLY.clear()
+    kept = recheck(name, event, 1e-5, honest)
+    assert len(calls) == 40 and kept.ok
+    calls.clear()
+    monkeypatch.setattr(recheck_module, "descriptions_kept", contextlib.nullcontext)
+    charges.LAST_TALLY.clear()
+    assert recheck(name, event, 1e-5, honest) == kept and len(calls) == 80
+
+
+def test_descriptions_are_kept_only_inside_the_block() -> None:
+    event = laplace(0.1)
+    with charges.descriptions_kept():
+        first = charges.event_counts(event)
+        assert charges.event_counts(event) == first and charges._KEPT.get().alive == [event]
+    assert charges._KEPT.get() is None
