@@ -77,9 +77,10 @@ PER_EXAMPLE_LOSS = Assumption(
     id="per-example-loss",
     statement="The user's loss is a sum (or mean, as loss_reduction says) of per-example terms, the model treats "
     "each example of a batch independently, the private training data reach the model only through the data loader "
-    "make_private returned, and the model is updated only by the optimizer it returned. A loss coupling examples "
-    "(contrastive, batch statistics, a data-dependent normaliser) or another path to the data is outside the "
-    "analysis.",
+    "make_private returned, each optimizer step is computed on exactly the one batch the loader yielded before it "
+    "(in order: no batch concatenated with another, drawn and left unstepped, or chosen after looking at it), and "
+    "the model is updated only by the optimizer it returned. A loss coupling examples (contrastive, batch "
+    "statistics, a data-dependent normaliser) or another path to the data is outside the analysis.",
     conditional=True,
     source="Abadi et al. 2016, Alg. 1 (per-example gradients); Opacus PrivacyEngine.make_private notes",
 )
@@ -201,7 +202,10 @@ class PrivacyEngine:
         >>> engine.release_model()   # only needed when stopping before the last step; returns the digest
     """
 
-    def __init__(self, session: Session | PluginSession) -> None:
+    def __init__(self, session: Session | PluginSession, *, assumptions: tuple[Assumption, ...] = ()) -> None:
+        """``assumptions``: further assumptions of the run, listed with the kit's (:func:`training_assumptions`,
+        which cannot be left out); ``dpaudit.tune`` adds :data:`dpaudit.tuning.user.PUBLIC_OBJECTIVE`."""
+        self._assumptions = tuple(assumptions)
         if isinstance(session, PluginSession):
             self._view: Any = session
         elif isinstance(session, Session):
@@ -277,7 +281,8 @@ class PrivacyEngine:
         loader = poisson_loader(data_loader, poisson_sampling=poisson_sampling,
                                 generator=torch.Generator().manual_seed(draw_seed(self._view.rng)))
         plan = plan_from_loader(loader, epochs)
-        assumptions = training_assumptions(grad_sample_mode)
+        kit = training_assumptions(grad_sample_mode)
+        assumptions = (*kit, *(a for a in self._assumptions if a not in kit))
         target = None
         if target_epsilon is not None:
             target = self._target(target_epsilon, target_delta)
@@ -294,6 +299,7 @@ class PrivacyEngine:
         wrapped = prepare_module(module, grad_sample_mode=grad_sample_mode, batch_first=batch_first,
                                  loss_reduction=loss_reduction, strict=True,
                                  **({"max_grad_norm": max_grad_norm} if ghost else {}))
+        dp_optimizer = None
         try:
             wrapped.forbid_grad_accumulation()
             dp_optimizer = (CappedGhostClippingOptimizer if ghost else CappedDPOptimizer)(
@@ -309,6 +315,8 @@ class PrivacyEngine:
             charge = charge_run(self._view, event, f"dp-{type(optimizer).__name__.lower()}")
         except BaseException:
             wrapped.to_standard_module()  # the user's module without Opacus's hooks, as it came
+            if dp_optimizer is not None:
+                dp_optimizer.step_guard.remove()  # and the user's optimizer as it came
             raise
         self._run = PrivateRun(plan=plan, charge=charge, noise_multiplier=noise_multiplier,
                                max_grad_norm=max_grad_norm, grad_sample_mode=grad_sample_mode, target=target)

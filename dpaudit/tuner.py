@@ -36,7 +36,7 @@ from dpaudit.data.catalog import as_torch
 from dpaudit.errors import InvalidParameter
 from dpaudit.privacy_engine import GRAD_SAMPLE_MODES, training_assumptions
 from dpaudit.tuning.space import SearchSpace, draw_settings
-from dpaudit.tuning.user import Objective, Setting, Trial
+from dpaudit.tuning.user import PUBLIC_OBJECTIVE, Objective, Setting, Trial
 from dpaudit.validation import check_known_keys
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def tune(session: Session, method: str = "constant-overhead", *,
                       "grad_sample_mode": grad_sample_mode, "objective": objective.to_dict()})
     chosen = {**defaults, **options}
     kwargs: dict[str, Any] = {"dataset": data, "grad_sample_mode": grad_sample_mode,
-                              "assumptions": training_assumptions(grad_sample_mode)}
+                              "assumptions": (*training_assumptions(grad_sample_mode), PUBLIC_OBJECTIVE)}
     if method == "randtune":
         kwargs["distribution"] = chosen["distribution"]
         kwargs["parameters"] = {k: chosen[k] for k in ("gamma", "eta", "mu") if chosen[k] is not None}

@@ -273,6 +273,11 @@ class CappedDPOptimizer(DPOptimizer):
     splitting one batch of ``poisson_batches`` (the run's own sampler): a skip that merged two Poisson batches under
     one noise draw would be a mechanism the N-step event does not describe.
 
+    The charge was computed for one mechanism, so a step is refused if σ, C, the divisor, the loss reduction or the
+    sampler's (q, n) changed since construction; and the wrapped optimizer carries a step pre-hook
+    (``step_guard``) that refuses any update of it other than the one each counted noisy :meth:`step` makes, so the
+    user's own handle on it cannot apply an unclipped, un-noised gradient.
+
     Args:
         optimizer: the wrapped torch optimizer.
         max_steps: N, the noisy steps charged.
@@ -289,6 +294,23 @@ class CappedDPOptimizer(DPOptimizer):
         self.poisson_batches = poisson_batches
         self.on_last_step = on_last_step
         self.stopped: str | None = None
+        self._charged = self._mechanism()
+        self._in_step = self._stepping = False
+        self.step_guard = optimizer.register_step_pre_hook(self._refuse_outside_step)
+
+    def _mechanism(self) -> tuple[Any, ...]:
+        """The parameters the charge was computed from: σ, C, the divisor, the reduction, and the loader's q, n."""
+        sampler = self.poisson_batches
+        return (self.noise_multiplier, self.max_grad_norm, self.expected_batch_size, self.loss_reduction,
+                getattr(sampler, "sample_rate", None), getattr(sampler, "num_samples", None))
+
+    def _refuse_outside_step(self, *_: Any) -> None:
+        """Step pre-hook of the wrapped optimizer: one update per counted noisy step, inside :meth:`step`."""
+        if not self._stepping:
+            raise AccountingError(
+                "the wrapped optimizer was stepped directly, with the unclipped, un-noised gradient; step the "
+                "optimizer make_private returned (its step clips, noises and counts)")
+        self._stepping = False
 
     def stop(self, reason: str) -> None:
         """Refuse every later step with ``reason`` (e.g. the model was released)."""
@@ -302,6 +324,13 @@ class CappedDPOptimizer(DPOptimizer):
         """
         if self.stopped is not None:
             raise AccountingError(self.stopped)
+        if not self._in_step:
+            raise AccountingError("pre_step runs inside step() only: call optimizer.step()")
+        if self._mechanism() != self._charged:
+            raise AccountingError(
+                "noise_multiplier, max_grad_norm, expected_batch_size, loss_reduction or the loader's sample rate "
+                f"changed after the charge (charged {self._charged}, now {self._mechanism()}); the charge covers "
+                "the mechanism it was computed for: make a new PrivacyEngine for other parameters")
         if self.steps_taken >= self.max_steps:
             raise AccountingError(
                 f"noisy step {self.steps_taken + 1} exceeds the {self.max_steps} steps charged; the accounting "
@@ -310,11 +339,16 @@ class CappedDPOptimizer(DPOptimizer):
         ran = super().pre_step(closure)
         if ran:
             self.steps_taken += 1
+            self._stepping = True  # the one update of the wrapped optimizer this noisy step allows
         return ran
 
     def step(self, closure: Any = None) -> Any:
         """``DPOptimizer.step``; after the N-th noisy update, ``on_last_step`` runs once."""
-        result = super().step(closure)
+        self._in_step = True
+        try:
+            result = super().step(closure)
+        finally:
+            self._in_step = self._stepping = False
         if self.steps_taken == self.max_steps and self.on_last_step is not None and self.stopped is None:
             self.on_last_step()
         return result

@@ -35,6 +35,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from dpaudit.errors import InvalidParameter, PluginError, UncoveredRelease
 from dpaudit.events import PoissonSubsampledGaussianEvent, RepeatAndSelectEvent
 from dpaudit.plugin_session import PluginSession
+from dpaudit.sensitivity import Assumption
 from dpaudit.tuning.space import SearchSpace
 from dpaudit.tuning.training import check_covered, dp_sgd_event, plan_from_loader, state_dict_sha256
 from dpaudit.validation import check_count, check_finite, check_positive
@@ -46,6 +47,15 @@ if TYPE_CHECKING:
 #: the keys every setting must hold: they fix its DP-SGD event before any data is read
 PRIVACY_KEYS = ("batch_size", "epochs", "noise_multiplier", "max_grad_norm")
 MODES = ("charged", "covered", "partition")
+
+PUBLIC_OBJECTIVE = Assumption(
+    id="public-objective",
+    statement="The tuning objective score(model) reads only the model and public validation data, never the "
+    "protected training records: its values are released (logged, compared, thresholded) as functions of the "
+    "trained models alone. A score computed on training data is an unaccounted query of it.",
+    conditional=True,
+    source="Papernot & Steinke 2022 (ICLR), Sec. 3; Ding et al. 2023, Alg. 1 (utility on a public validation set)",
+)
 
 
 @dataclass(frozen=True)
@@ -210,6 +220,7 @@ class Trial:
         device: the session's device.
         mode: ``"charged"``, ``"covered"`` or ``"partition"`` (module docstring).
         seed: ``partition`` mode: the seed of the shuffle (public, data-independent).
+        assumptions: ``charged`` mode: the run's assumptions beyond the kit's (the charge lists them).
     """
 
     params: dict[str, Any]
@@ -219,6 +230,7 @@ class Trial:
     view: PluginSession | None = None
     grad_sample_mode: str = "hooks"
     seed: int = 0
+    assumptions: tuple[Assumption, ...] = ()
     engine: PrivacyEngine | None = field(default=None, init=False)
     _called: bool = field(default=False, init=False)
 
@@ -258,7 +270,7 @@ class Trial:
             return module, optimizer, loader
         from dpaudit.privacy_engine import PrivacyEngine  # the engine imports the kit: import it on use
 
-        self.engine = PrivacyEngine(self.view)
+        self.engine = PrivacyEngine(self.view, assumptions=self.assumptions)
         return self.engine.make_private(module=module, optimizer=optimizer, data_loader=data_loader, **kwargs)
 
 

@@ -37,7 +37,7 @@ def tune_user(session: Session, settings: Sequence[Setting], train: Callable[[Tr
         # one nested MLflow run per setting (public: every setting is trained, so the count reveals nothing)
         with view.trial(f"setting {setting.index}", params=setting.params):
             trial = Trial(params=setting.params, dataset=dataset, device=session.device, mode="charged", view=view,
-                          grad_sample_mode=grad_sample_mode)
+                          grad_sample_mode=grad_sample_mode, assumptions=assumptions)
             model, digest = run_trial(train, trial)
             value = objective.value(model)
             scores.append(value)

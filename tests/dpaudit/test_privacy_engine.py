@@ -230,6 +230,70 @@ def test_budget_refusal_before_any_training_leaves_the_module_unwrapped(make_ses
     assert not hasattr(next(model.parameters()), "grad_sample")
 
 
+def test_budget_refusal_leaves_the_users_optimizer_steppable(make_session):
+    s = make_session(epsilon=0.1, delta=1e-5)
+    model = _cnn()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(BudgetExceeded):
+        _private(s, model, optimizer=optimizer, epochs=20, noise_multiplier=0.5)
+    nn.functional.cross_entropy(model(_images()[:4][0]), _images()[:4][1]).backward()
+    optimizer.step()  # the step guard left with the refused run
+
+
+def _backward_on_a_batch(wrapped, optimizer, loader) -> None:
+    x, y = next(iter(loader))
+    optimizer.zero_grad()
+    nn.functional.cross_entropy(wrapped(x), y).backward()
+
+
+@pytest.mark.parametrize("handle", ["user's optimizer", "original_optimizer", "pre_step then user's optimizer",
+                                    "closure"])
+def test_the_wrapped_optimizer_cannot_apply_an_unnoised_gradient(make_session, handle):
+    """Attack: keep the plain optimizer passed to make_private (or reach it as ``original_optimizer``) and step it
+    after backward: the model would move by the unclipped, un-noised gradient with no noisy step counted."""
+    s = make_session(epsilon=20.0, delta=1e-5)
+    model = _cnn()
+    plain = torch.optim.SGD(model.parameters(), lr=0.1)
+    engine, (wrapped, optimizer, loader) = _private(s, model, optimizer=plain, epochs=1)
+    before = _params(wrapped)
+    _backward_on_a_batch(wrapped, optimizer, loader)
+    with pytest.raises(AccountingError, match="stepped directly|inside step"):
+        if handle == "user's optimizer":
+            plain.step()
+        elif handle == "original_optimizer":
+            optimizer.original_optimizer.step()
+        elif handle == "pre_step then user's optimizer":
+            optimizer.pre_step()
+        else:
+            optimizer.step(closure=lambda: plain.step())
+    assert all(torch.equal(a, b) for a, b in zip(_params(wrapped), before, strict=True))
+    assert engine.steps_taken == 0
+    x, y = next(iter(loader))  # the run itself still trains: one update per noisy step
+    optimizer.zero_grad()
+    optimizer.step(closure=lambda: nn.functional.cross_entropy(wrapped(x), y).backward())
+    assert engine.steps_taken == 1
+    with pytest.raises(AccountingError, match="stepped directly"):
+        plain.step()  # the noisy step's one update is spent
+
+
+@pytest.mark.parametrize(("attribute", "value"), [("noise_multiplier", 0.0), ("max_grad_norm", 1e6),
+                                                  ("expected_batch_size", 1), ("loss_reduction", "sum"),
+                                                  ("sample_rate", 1.0)])
+def test_changing_the_charged_mechanism_after_make_private_is_refused(make_session, attribute, value):
+    """Attack: lower σ, raise C, shrink the divisor or raise the loader's q after the charge was computed."""
+    s = make_session(epsilon=20.0, delta=1e-5)
+    engine, (wrapped, optimizer, loader) = _private(s, epochs=1)
+    setattr(loader.batch_sampler if attribute == "sample_rate" else optimizer, attribute, value)
+    before = _params(wrapped)
+    _backward_on_a_batch(wrapped, optimizer, loader)
+    noise_state = optimizer.generator.get_state()
+    with pytest.raises(AccountingError, match="changed after the charge"):
+        optimizer.step()
+    assert torch.equal(optimizer.generator.get_state(), noise_state)
+    assert all(torch.equal(a, b) for a, b in zip(_params(wrapped), before, strict=True))
+    assert engine.steps_taken == 0
+
+
 @pytest.mark.parametrize("target", [1.0, 4.0])
 def test_target_epsilon_is_met_by_the_certified_bound(make_session, target):
     """The certified ε (session accountant, session δ) is ≤ the target and within 1 % of it. Broken variant (the

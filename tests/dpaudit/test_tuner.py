@@ -6,6 +6,8 @@ returns another model is refused; a plan the budget cannot pay for trains nothin
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -72,6 +74,8 @@ def test_each_method_selects_certifies_and_verifies(make_session, method, charge
     assert result.selected is not None and result.selected["index"] in (0, 1)
     assert result.model_sha256 in {r.body["output"].get("model_sha256") for r in _records(session, "release")}
     assert len(_records(session, "charge")) == charges
+    # the score's values leave: that it reads public data only is stated in what is certified
+    assert "public-objective" in json.dumps([r.body for r in _records(session, "charge")])
     assert len(result.settings) == 2
     info = [r.body["info"] for r in _records(session, "info") if "settings" in r.body["info"]]
     assert info and info[0]["settings"] == list(result.settings)  # the space and its draws are recorded
