@@ -12,6 +12,8 @@ plugin's plain configuration (``dpaudit run PLUGIN --config``), read by :func:`r
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import sys
 from collections.abc import Mapping
@@ -22,7 +24,7 @@ from typing import Any
 from dpaudit import canonical
 from dpaudit.errors import InvalidParameter
 from dpaudit.files import read_regular
-from dpaudit.tuning.networks import BUILTIN_MODELS, LOSSES, METRICS, OPTIMIZERS
+from dpaudit.tuning.networks import BUILTIN_MODELS, LOSSES, METRICS, OPTIMIZERS, load_factory
 from dpaudit.tuning.space import SearchSpace
 from dpaudit.tuning.user import check_space
 from dpaudit.validation import check_delta, check_epsilon
@@ -36,6 +38,8 @@ METHODS = ("naive", "randtune", "constant-overhead")
 GRAD_SAMPLE_MODES = ("hooks", "functorch", "ghost")
 #: the size limit of a configuration or study file (that of every JSON object dpaudit reads)
 MAX_STUDY_BYTES = canonical.MAX_OBJECT_BYTES
+#: the most settings a design may hold: each is a model trained with DP-SGD, and the design is drawn in memory
+MAX_SETTINGS = 100_000
 SECTIONS = {"study", "budget", "data", "model", "training", "objective", "space", "method"}
 _KEY = re.compile(r'^\s*((?:[A-Za-z0-9_-]+|"[^"]*")(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"))*)\s*=')
 _TABLE = re.compile(r'^\s*\[\[?\s*([^\]]+?)\s*\]\]?')
@@ -101,6 +105,8 @@ def _parse(path: Path) -> tuple[dict[str, Any], _Source]:
         return tomllib.loads(text), _Source(path, text, True)
     except tomllib.TOMLDecodeError as exc:
         raise StudyError(f"{path}: not valid TOML: {exc}") from exc
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise StudyError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -211,8 +217,15 @@ def _data(table: Mapping[str, Any], role: str, src: _Source) -> DataSpec:
         extra = sorted(set(table) - {"source"})
         if extra:
             raise src.error((*where, extra[0]), "a shipped or catalog source takes no column options")
+        from dpaudit.data import catalog  # importing dpaudit.data registers the shipped sets
+
+        if value not in catalog.known_names():
+            raise src.error((*where, kind), f"no shipped or catalog data set {value!r}; known: "
+                                            f"{', '.join(sorted(catalog.known_names()))}")
         return DataSpec(value, "catalog")
     path = Path(value) if Path(value).is_absolute() else src.path.parent / value
+    if not path.is_file():  # a missing file, a folder, a device such as /dev/zero (also through a symlink)
+        raise src.error((*where, kind), f"no regular file {path}")
     features = _get(table, "features", where, src, list, None)
     if features is not None and not all(isinstance(f, str) for f in features):
         raise src.error((*where, "features"), "must be a list of column names")
@@ -250,6 +263,11 @@ def load_study(path: Path | str) -> Study:
     data_keys = {"source", "csv", "parquet", "name", "target", "id_column", "features", "classes"}
     train = _data(_table(data, "train", src, data_keys, prefix=("data",)), "train", src)
     validation = _data(_table(data, "validation", src, data_keys, prefix=("data",)), "validation", src)
+    if validation.name == train.name or (train.path is not None and validation.path is not None
+                                         and os.path.samefile(train.path, validation.path)):
+        # the validation set is read without protection: the protected training set must not be it
+        raise src.error(("data", "validation"), f"must be another data set than the protected training set "
+                                                f"({train.name!r}{'' if train.path is None else ', ' + train.path})")
     model = _table(cfg, "model", src, {"kind", "hidden", "options"})
     kind = _get(model, "kind", ("model",), src, str)
     if kind not in BUILTIN_MODELS and ":" not in kind:
@@ -260,6 +278,13 @@ def load_study(path: Path | str) -> Study:
     if not hidden or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in hidden):
         raise src.error(("model", "hidden"), "must be a positive width or a list of them")
     options = _get(model, "options", ("model",), src, dict, {})
+    if options and kind in BUILTIN_MODELS:
+        raise src.error(("model", "options"), f"the built-in model {kind!r} takes no options (a factory does)")
+    if kind not in BUILTIN_MODELS:
+        try:
+            load_factory(kind)  # importable and callable now; it is called on the data's shape before the run opens
+        except InvalidParameter as exc:
+            raise src.error(("model", "kind"), str(exc)) from exc
     training = _table(cfg, "training", src, {"loss", "optimizer", "grad_sample_mode"})
     loss = _get(training, "loss", ("training",), src, str, choices=LOSSES)
     optimizer = _get(training, "optimizer", ("training",), src, str, "sgd", tuple(OPTIMIZERS))
@@ -269,9 +294,9 @@ def load_study(path: Path | str) -> Study:
     if METRICS[metric][0] != loss:
         raise src.error(("objective", "metric"), f"{metric} goes with loss {METRICS[metric][0]!r}, not {loss!r}")
     score_range = _get(objective, "range", ("objective",), src, list, [0.0, 1.0] if metric == "accuracy" else ...)
-    if (len(score_range) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+    if (len(score_range) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
                                          for v in score_range) or not score_range[0] < score_range[1]):
-        raise src.error(("objective", "range"), f"must be [low, high] with low < high, got {score_range!r}")
+        raise src.error(("objective", "range"), f"must be [low, high], finite with low < high, got {score_range!r}")
     space_table = _table(cfg, "space", src, {"design", "samples", "parameters"})
     try:
         space = SearchSpace.from_mapping(space_table)
@@ -283,8 +308,24 @@ def load_study(path: Path | str) -> Study:
         check_space(space)
     except InvalidParameter as exc:
         raise src.error(("space", *_named_parameter(str(exc), space_table)), str(exc)) from exc
+    settings = space.samples if space.design != "grid" else math.prod(
+        len(p.choices) if p.kind == "categorical" else p.points for p in space.parameters)
+    if settings > MAX_SETTINGS:
+        raise src.error(("space", "samples" if space.design != "grid" else "parameters"),
+                        f"the design holds {settings} settings, more than {MAX_SETTINGS}")
     method_options = _table(cfg, "method", src, _METHOD_KEYS[method], required=False)
+    for key, value in method_options.items():
+        kinds = (str,) if key == "distribution" else (int, float)
+        _get(method_options, key, ("method",), src, kinds)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise src.error(("method", key), f"must be finite, got {value!r}")
     accountant = _get(study, "accountant", ("study",), src, str, None)
+    if accountant is not None:
+        from dpaudit.accounting.registry import ACCOUNTANTS
+
+        if accountant not in ACCOUNTANTS:
+            raise src.error(("study", "accountant"), f"must be one of {', '.join(sorted(ACCOUNTANTS))}; "
+                                                     f"got {accountant!r}")
     tracking_uri = _get(study, "tracking_uri", ("study",), src, str, None)
     name = _get(study, "name", ("study",), src, str, path.stem)
     return Study(path=path, name=name, method=method, epsilon=epsilon, delta=delta, accountant=accountant,

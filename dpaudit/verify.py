@@ -15,7 +15,8 @@ Every check runs, and every failure is reported (not only the first):
    additive-noise charge is re-derived from its noise parameters (privacy maps);
 5. every release refers to an earlier charge and stays within what that charge covers (:mod:`dpaudit.coverage`:
    the number of outputs, their shape, AboveThreshold rounds and answers), replayed by the same rules the session
-   enforces; no record body holds a confidential key (:mod:`dpaudit.public_values`);
+   enforces; no record body holds a confidential key (:mod:`dpaudit.public_values`); every data access and every
+   charge's ``data`` names a data set the ``open`` record declares, in its role (``data-access``);
 6. the claim is recomposed with the session's accountant and re-checked by an independent implementation
    (:func:`dpaudit.accounting.recheck`), and it must lie within the budget; for an adaptive session (its ``open``
    record names a Rényi filter) every prefix of the charges must pass that filter, by our RDP curves and by
@@ -199,6 +200,7 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
     report.add("events-decode", True, f"{plural(len(charges), 'charge')} decoded")
     _check_charges(report, records, charges)
     _check_releases(report, bundle, records, charges)
+    _check_data_access(report, records)
     opened = records[0].body if records[0].type == OPEN else {}
     _check_claim(report, certificate, charges, opened)
     _check_components(report, records, certificate, charges)
@@ -448,6 +450,15 @@ def _check_charges(report: VerificationReport, records: list[Record], charges: l
                f"{plural(len(charges), 'charge')}; {plural(recomputed, 'sensitivity', 'sensitivities')} recomputed "
                f"from public inputs, {declared} "
                "declared (listed as assumptions); noise parameters match every charge")
+
+
+def _check_data_access(report: VerificationReport, records: list[Record]) -> None:
+    """Every data access and every charge's ``data`` names a set the open record declares, in its role
+    (:func:`dpaudit.data.access.access_problems`)."""
+    from dpaudit.data.access import access_problems  # deferred: dpaudit.data registers the catalog (start-up cost)
+
+    problems = access_problems(records)
+    report.add("data-access", not problems, "; ".join(problems) or "every access and charge names a declared data set")
 
 
 def _check_public_bodies(report: VerificationReport, records: list[Record]) -> None:

@@ -6,7 +6,8 @@ refused before any file is read. Every access is written to the ledger as an ``i
 caller: the name, the role, the (public) loader parameters or the user's source description, and, for a public set
 only, its row count. Never the data, and never the realised size of a protected set: whether a plugin may know that
 size is its own privacy question (docs/data.md, "Data through the session"). The session remembers which protected
-sets each caller has accessed, and names them in that caller's later ``charge`` records.
+sets each caller has accessed, and names them in that caller's later ``charge`` records; :func:`access_problems`
+is the auditor's side of that rule (``dpaudit verify``, check ``data-access``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from dpaudit.data.catalog import DataSet, catalog_entry, load
 from dpaudit.errors import InvalidParameter, PluginError
+from dpaudit.records import CHARGE, INFO, OPEN
 from dpaudit.sensitivity import Neighbouring
 
 if TYPE_CHECKING:
+    from dpaudit.ledger import Record
     from dpaudit.plugin_session import PluginSession
     from dpaudit.session import Session
 
@@ -89,3 +92,44 @@ def require_data(session: PluginSession, *, protected: Sequence[str] = (), publi
     if add_remove and Neighbouring(session.neighbouring) is not Neighbouring.ADD_REMOVE:
         raise PluginError(f"{session.plugin} trains with DP-SGD, which is analysed under add/remove neighbours; the "
                           f"session uses {Neighbouring(session.neighbouring).value}")
+
+
+def access_problems(records: Sequence[Record]) -> list[str]:
+    """What a ledger's data accesses and charges get wrong about its declared data sets (empty: nothing).
+
+    The rules the session follows (:func:`open_data`, ``Session.data``, ``Session.charge``), replayed from the
+    ledger alone: every ``info`` access names a data set the ``open`` record declares, under the role it declares
+    it with; every name in a ``charge`` record's ``data`` is a protected set of the ``open`` record that the charging
+    plugin accessed in an earlier ``info`` record. A forged or re-signed ledger that charges, or reads, a set the
+    certificate does not protect fails here.
+    """
+    if not records or records[0].type != OPEN or not isinstance(records[0].body, Mapping):
+        return []  # no open record: the chain and binding checks report it
+    opened = records[0].body
+    declared = {name: role for role in (PUBLIC, PROTECTED)
+                for name in (opened.get(role) if isinstance(opened.get(role), list) else []) if isinstance(name, str)}
+    accessed: dict[str, set[str]] = {}
+    problems: list[str] = []
+    for record in records[1:]:
+        body = record.body if isinstance(record.body, Mapping) else {}
+        plugin = body.get("plugin") if isinstance(body.get("plugin"), str) else repr(body.get("plugin"))
+        info = body.get("info")
+        if record.type == INFO and isinstance(info, Mapping) and "data_access" in info:
+            name = info.get("data_access")
+            if not isinstance(name, str) or name not in declared:
+                problems.append(f"record {record.seq}: access to {name!r}, which the open record does not declare")
+                continue
+            role = info.get("role", declared[name])  # informational: absent in older ledgers
+            if role != declared[name]:
+                problems.append(f"record {record.seq}: access to {name!r} as {role!r}, declared {declared[name]!r}")
+            elif role == PROTECTED:
+                accessed.setdefault(plugin, set()).add(name)
+        elif record.type == CHARGE:
+            names = body.get("data", [])
+            for name in names if isinstance(names, list) else [names]:
+                if not isinstance(name, str) or declared.get(name) != PROTECTED:
+                    problems.append(f"charge {record.seq}: names data {name!r}, not a protected set of the open record")
+                elif name not in accessed.get(plugin, ()):
+                    problems.append(f"charge {record.seq}: names data {name!r}, which plugin {plugin!r} never accessed "
+                                    "before it")
+    return problems

@@ -5,7 +5,9 @@ about its records; ``"public"``: used without protection, e.g. a test set), wher
 record id (or none: the row order), which is the target (or none) and which are the features. The session loads
 and checks every source when it opens (``Session(..., data=[...])``), before its ledger exists: a missing file or
 column, a non-numeric feature, a NaN, a duplicate id or a label outside the declared classes is refused with one
-line, and nothing is written. Plugins and users then obtain the data only through ``session.data(name)``
+line, and nothing is written. Record ids are non-negative integers below 2⁵³ (exact in every numeric type a
+table holds them in); every value must be finite after conversion to float32 (a 1e300 that float32 would turn into
+inf is refused, not stored as inf). Plugins and users then obtain the data only through ``session.data(name)``
 (docs/data.md, "Your own data").
 
 No statistic of the data is computed here: values are converted to float32 as they are (any scaling must use public
@@ -14,6 +16,7 @@ constants, docs/data.md, "Preprocessing with public constants only").
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,10 +146,13 @@ def declare_sources(sources: Iterable[DataSource], protected: Sequence[str], pub
         ``(protected, public, loaded)``: the names to declare, and name → (source, data set).
 
     Raises:
-        InvalidParameter: a bad source (:func:`load_source`), a name given twice, a name declared in the other role
-            or already in the catalog.
+        InvalidParameter: a bad source (:func:`load_source`), a name given twice, a name declared in both roles
+            (here or in ``protected`` and ``public``) or already in the catalog.
     """
     protected, public = list(protected), list(public)
+    both = sorted(set(protected) & set(public))
+    if both:  # a set read as protected and stated as public: the certificate would contradict itself
+        raise InvalidParameter(f"data set {both[0]!r} is declared both protected and public; pick one role")
     loaded: dict[str, tuple[DataSource, DataSet]] = {}
     for source in sources:
         if not isinstance(source, DataSource):
@@ -174,9 +180,14 @@ def _from_table(source: DataSource) -> tuple[np.ndarray, np.ndarray | None, np.n
         raise InvalidParameter(f"data source {source.name!r}: no file {path}")
     try:
         frame = pd.read_csv(path) if source.kind == "csv" else pd.read_parquet(path)
+        # pandas renames a repeated CSV header ("a", "a" -> "a", "a.1"): read the header as written
+        header = list(pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0]) if source.kind == "csv" else []
     except Exception as exc:  # a parser's message names the problem; any failure to read is the user's input
         raise InvalidParameter(f"data source {source.name!r}: cannot read {path} as {source.kind}: "
                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    repeated = sorted(str(c) for c, count in Counter(header).items() if count > 1)
+    if repeated:
+        raise InvalidParameter(f"data source {source.name!r}: column names repeat in {path}: {repeated}")
     columns = [str(c) for c in frame.columns]
     frame.columns = columns
     special = [c for c in (source.target, source.id_column) if c is not None]
@@ -195,7 +206,7 @@ def _from_table(source: DataSource) -> tuple[np.ndarray, np.ndarray | None, np.n
                                    f"(dtype {frame[column].dtype}); encode it with public constants first")
     X = frame[list(features)].to_numpy(dtype=np.float64)
     y = None if source.target is None else frame[source.target].to_numpy(dtype=np.float64)
-    ids = None if source.id_column is None else frame[source.id_column].to_numpy(dtype=np.float64)
+    ids = None if source.id_column is None else frame[source.id_column].to_numpy()  # as stored: no float rounding
     return X, y, ids, tuple(features)
 
 
@@ -204,9 +215,9 @@ def _from_torch(source: DataSource) -> tuple[np.ndarray, np.ndarray | None]:
     try:
         n = len(dataset)
         items = [dataset[i] for i in range(n)]
-    except Exception as exc:
+    except Exception as exc:  # the user's data set raised: its message is theirs, one line of it
         raise InvalidParameter(f"data source {source.name!r}: not a map-style data set with len() and [i]: "
-                               f"{type(exc).__name__}") from None
+                               f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
     if n == 0:
         raise InvalidParameter(f"data source {source.name!r} has no records")
     pairs = [isinstance(item, (tuple, list)) and len(item) == 2 for item in items]
@@ -228,6 +239,8 @@ def _from_torch(source: DataSource) -> tuple[np.ndarray, np.ndarray | None]:
 def _numeric(value: Any) -> np.ndarray:
     if hasattr(value, "detach"):  # a torch tensor
         value = value.detach().cpu().numpy()
+    if np.iscomplexobj(value):  # float64 conversion would drop the imaginary part with only a warning
+        raise TypeError("complex values")
     return np.asarray(value, dtype=np.float64)
 
 
@@ -246,10 +259,12 @@ def _checked(source: DataSource, X: np.ndarray, y: np.ndarray | None, ids: Any,
     n = len(X)
     if y is not None and y.shape != (n,):
         raise InvalidParameter(f"{what}: the target must have shape ({n},), got {y.shape}")
+    with np.errstate(over="ignore"):  # an overflow to inf is refused just below
+        X, y = X.astype(np.float32), None if y is None else y.astype(np.float32)  # what the model will see
     for label, values in (("features", X), ("target", y)):
         if values is not None and not np.isfinite(values).all():
-            raise InvalidParameter(f"{what}: the {label} hold NaN or infinite values; impute them with a public "
-                                   "rule first")
+            raise InvalidParameter(f"{what}: the {label} hold NaN or infinite values (or values beyond float32's "
+                                   "range); impute or rescale them with a public rule first")
     if source.classes is not None:
         if y is None:
             raise InvalidParameter(f"{what}: classes={source.classes} needs a target")
@@ -257,15 +272,20 @@ def _checked(source: DataSource, X: np.ndarray, y: np.ndarray | None, ids: Any,
             raise InvalidParameter(f"{what}: labels must be the integers 0, ..., {source.classes - 1} "
                                    f"(classes={source.classes})")
     record_ids = np.arange(n, dtype=np.int64) if ids is None else _ids(what, ids, n)
-    return DataSet(source.name, X.astype(np.float32), None if y is None else y.astype(np.float32), record_ids,
-                   names, source.classes)
+    return DataSet(source.name, X, y, record_ids, names, source.classes)
+
+
+#: record ids lie in [0, MAX_RECORD_ID]: exact as float64 too, so a CSV column read as floats cannot merge two ids
+MAX_RECORD_ID = 2**53
 
 
 def _ids(what: str, ids: Any, n: int) -> np.ndarray:
     values = np.asarray(ids)
-    if values.shape != (n,) or not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all() \
-            or not np.all(values == np.round(values)):
+    if values.shape != (n,) or values.dtype == bool or not np.issubdtype(values.dtype, np.number) \
+            or np.iscomplexobj(values) or not np.isfinite(values).all() or not np.all(values == np.round(values)):
         raise InvalidParameter(f"{what}: record ids must be {n} finite integers")
+    if n and not (values.min() >= 0 and int(values.max()) <= MAX_RECORD_ID):  # int(): no uint64/int64 mixing
+        raise InvalidParameter(f"{what}: record ids must lie in [0, 2**53], got {values.min()} to {values.max()}")
     values = values.astype(np.int64)
     if len(np.unique(values)) != n:
         raise InvalidParameter(f"{what}: record ids must be distinct")

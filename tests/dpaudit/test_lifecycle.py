@@ -249,3 +249,86 @@ def test_read_only_commands_create_no_store(tmp_path, monkeypatch, command):
     result = CliRunner().invoke(main, command)
     assert "Traceback" not in result.output
     assert sorted(p.name for p in cwd.iterdir()) == []
+
+
+def stalling_model(n_features: int, n_outputs: int) -> object:
+    """A study's model factory (``tests.dpaudit.test_lifecycle:stalling_model``) whose first training step says
+    "training" on stderr and then stalls, so that the test can SIGKILL the process mid-training."""
+    import time
+
+    from torch import nn
+
+    class Stalls(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(n_features, n_outputs)
+
+        def forward(self, x):
+            if self.training:
+                print("training", file=sys.stderr, flush=True)
+                time.sleep(300)
+            return self.linear(x).reshape(-1)
+
+    return Stalls()
+
+
+@pytest.mark.slow
+def test_a_study_run_killed_mid_training_is_recovered_aborted_and_fails_verify(tmp_path):
+    """SIGKILL (no handler runs) to `dpaudit run --config study.toml` during training, after its plan was charged:
+    the run is left unclosed; `dpaudit recover RUN --abort` closes it ABORTED with every charge counted, and
+    `dpaudit verify` exits 1 with "run aborted" (0 with --allow-not-for-release, saying NOT FOR RELEASE)."""
+    from tests.dpaudit.test_study import STUDY
+
+    study = tmp_path / "study.toml"
+    study.write_text(STUDY.replace('kind = "mlp"\nhidden = [8]', 'kind = "tests.dpaudit.test_lifecycle:stalling_model"')
+                     .replace("samples = 2", "samples = 1"))
+    root = Path(__file__).resolve().parents[2]
+    child = subprocess.Popen([sys.executable, "-c", "import sys; from dpaudit.cli import main; main(sys.argv[1:])",
+                              "run", "--config", str(study), "--seed", "0"],
+                             cwd=root, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                             env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        line = child.stderr.readline()
+        while line and not line.startswith("training"):
+            line = child.stderr.readline()
+        assert line.startswith("training"), "the child ended before training"
+        child.kill()
+        child.wait(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    (ledger,) = Path(os.environ["DPAUDIT_HOME"]).glob("*/ledger.jsonl")
+    run_id = ledger.parent.name
+    records, _ = read_records(ledger)
+    charges = sum(r.type == "charge" for r in records)
+    assert charges >= 1 and records[-1].type != "close"
+    unclosed = CliRunner().invoke(main, ["verify", run_id])
+    assert unclosed.exit_code == 1 and "never closed" in unclosed.output
+    recovered = CliRunner().invoke(main, ["recover", run_id, "--abort"])
+    assert recovered.exit_code == 0, recovered.output
+    records, _ = read_records(ledger)
+    assert records[-1].body == {"status": ABORTED, "charges": charges}
+    result = CliRunner().invoke(main, ["verify", run_id])
+    assert result.exit_code == 1 and "run-status: run aborted" in result.output
+    allowed = CliRunner().invoke(main, ["verify", run_id, "--allow-not-for-release"])
+    assert allowed.exit_code == 0 and "NOT FOR RELEASE" in allowed.output and "run aborted" in allowed.output
+
+
+def test_ctrl_c_inside_a_users_tune_trainer_closes_the_run_aborted(make_session):
+    """KeyboardInterrupt raised by the user's own ``train`` callable, after ``tune`` charged its plan: the
+    interrupt reaches the caller, the session closes ABORTED with the charge counted, and verify fails the run."""
+    import dpaudit
+    from tests.dpaudit.test_tuner import SPACE, X, Y, accuracy
+
+    def interrupted(trial):
+        raise KeyboardInterrupt
+
+    session = make_session(epsilon=20.0, delta=1e-5)
+    with pytest.raises(KeyboardInterrupt), session:
+        dpaudit.tune(session, "randtune", space=SPACE, train=interrupted, score=accuracy, score_range=(0.0, 1.0),
+                     dataset=(X, Y), gamma=0.5)
+    assert session.close_status == ABORTED
+    records, _ = read_records(session.ledger_path)
+    assert records[-1].body == {"status": ABORTED, "charges": 1}
+    report = verify_bundle(session.run_dir)
+    assert not report.valid and any("run aborted" in r for r in report.reasons)
