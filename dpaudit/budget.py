@@ -44,6 +44,7 @@ from dpaudit.accounting.charges import event_counts
 from dpaudit.accounting.filters import DEFAULT_FILTER_ORDERS, FILTER_NAME, RenyiFilter, charge_rdp, filter_epsilon
 from dpaudit.accounting.lower_bound import epsilon_lower_bound
 from dpaudit.accounting.rdp import RunningRdp
+from dpaudit.display import show
 from dpaudit.errors import BudgetExceeded, DPAuditError
 from dpaudit.events import PrivacyEvent, compose, neighbouring_of
 from dpaudit.sensitivity import Neighbouring
@@ -240,7 +241,7 @@ class BudgetFilter(_FilterState):
                                  "nothing was charged or released") from exc
         if not eps <= self.epsilon:
             raise BudgetExceeded(
-                f"release refused: composed epsilon would be {eps:.6g} > budget {self.epsilon:g} "
+                f"release refused: composed epsilon would be {show(eps)} > budget {self.epsilon:g} "
                 f"(delta {self.delta:g}, {source} accountant); nothing was charged or released"
             )
         return Admission(eps, source)
@@ -285,7 +286,7 @@ class AdaptiveBudgetFilter(_FilterState):
         if not self.filter.admits(rdp, epsilon_inf):
             raise BudgetExceeded(
                 f"release refused: the Renyi filter (orders {self.filter.orders[0]:g}..{self.filter.orders[-1]:g}, "
-                f"delta {self.delta:g} split over {len(self.filter.orders)} orders) would need epsilon {needed:.6g} "
+                f"delta {self.delta:g} split over {len(self.filter.orders)} orders) would need epsilon {show(needed)} "
                 f"> budget {self.epsilon:g}; nothing was charged or released")
         return Admission(needed, FILTER_NAME)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from dpaudit.display import plural, show
+from dpaudit.display import plural, show, show_delta
 
 #: the names of :data:`dpaudit.accounting.ACCOUNTANTS`, spelled out so that ``--help`` imports no accountant (a test
 #: checks that the two agree)
@@ -108,8 +108,8 @@ def _emit(out: dict[str, Any], as_json: bool, headline: str, details: list[str])
     if as_json:
         click.echo(json.dumps(out))
         return
-    click.echo(f"epsilon <= {show(out['epsilon'])} at delta = {out['delta']:g} ({out['accountant']} accountant, "
-               f"attained by {out['attained_by']}; {headline})")
+    click.echo(f"epsilon <= {show(out['epsilon'])} at delta = {show_delta(out['delta'])} "
+               f"({out['accountant']} accountant, attained by {out['attained_by']}; {headline})")
     for line in details:
         click.echo(f"  {line}")
     for item in out["formulas"]:
@@ -208,7 +208,7 @@ def account_laplace(sensitivity: float, epsilon: float | None, scale: float | No
     _account_event(leaf, count, delta, accountant, as_json,
                    {"scale": leaf.scale, "grid": leaf.grid, "dimension": leaf.dimension, "epsilon_map": per},
                    [f"discrete Laplace: scale b = {leaf.scale:.6g}, grid γ = {leaf.grid:g}, d = {leaf.dimension}; "
-                    f"privacy map ε = {per:.6g} per application"])
+                    f"privacy map ε = {show(per)} per application"])
 
 
 @account.command("gaussian", epilog=examples(
@@ -248,7 +248,7 @@ def account_gaussian(sensitivity: float, epsilon: float, event_delta: float | No
                    {"sigma": leaf.sigma, "grid": leaf.grid, "dimension": leaf.dimension, "epsilon": leaf.epsilon,
                     "delta_map": own},
                    [f"discrete Gaussian: σ = {leaf.sigma:.6g}, grid γ = {leaf.grid:g}, d = {leaf.dimension}; "
-                    f"privacy map: (ε = {leaf.epsilon:g}, δ <= {show(own)}) per application"])
+                    f"privacy map: (ε = {show(leaf.epsilon)}, δ <= {show(own)}) per application"])
 
 
 @account.command("exponential", epilog=examples(
@@ -271,7 +271,7 @@ def account_exponential(sensitivity: float, epsilon: float, candidates: int, mon
     _account_event(leaf, count, delta, accountant, as_json,
                    {"n_candidates": candidates, "monotone": monotone, "epsilon_map": per},
                    [f"exponential mechanism over {plural(candidates, 'candidate')}"
-                    f"{' (monotone scores)' if monotone else ''}; privacy map ε = {per:.6g} per selection"])
+                    f"{' (monotone scores)' if monotone else ''}; privacy map ε = {show(per)} per selection"])
 
 
 @account.command("above-threshold", epilog=examples(
@@ -299,7 +299,7 @@ def account_above_threshold(sensitivity: float, epsilon: float, rounds: int, max
                    {"threshold_scale": leaf.threshold_scale, "query_scale": leaf.query_scale, "grid": leaf.grid,
                     "max_queries": max_queries, "rounds": rounds, "epsilon_map": per},
                    [f"AboveThreshold: threshold scale {leaf.threshold_scale:.6g}, query scale "
-                    f"{leaf.query_scale:.6g}, grid γ = {leaf.grid:g}; privacy map ε = {per:.6g} per round, "
+                    f"{leaf.query_scale:.6g}, grid γ = {leaf.grid:g}; privacy map ε = {show(per)} per round, "
                     f"{plural(rounds, 'round')}" + (f" × {count}" if count > 1 else "")])
 
 
