@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from dpaudit.cli_account import account, examples
+from dpaudit.display import plural
 from dpaudit.errors import BudgetExceeded, DPAuditError, InvalidParameter, PluginError, VerificationError
 
 USAGE_ERRORS = (InvalidParameter, PluginError, VerificationError)
@@ -264,7 +265,6 @@ def verify(obj: dict, run: str | None, as_json: bool, allow_not_for_release: boo
 
     Exit 0 valid, 1 invalid (every reason listed), 2 usage error.
     """
-    from dpaudit.display import plural
     from dpaudit.runs import resolve_run
     from dpaudit.transparency import parse_head_token
     from dpaudit.trust import KeyTrust
@@ -386,7 +386,7 @@ def mirror_sync(obj: dict, run: str) -> None:
         sent = sync_mirror(run_dir, records, obj["tracking_uri"])
     except DPAuditError as exc:
         _fail(exc)
-    click.echo(f"mirrored {sent} new record{'s' if sent != 1 else ''} of run {run_dir.name} "
+    click.echo(f"mirrored {plural(sent, 'new record')} of run {run_dir.name} "
                f"({len(records)} in its ledger); files attached")
 
 

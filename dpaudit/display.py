@@ -46,8 +46,8 @@ def show(value: float | None, digits: int = CLAIM_DIGITS) -> str:
 
 
 def show_delta(delta: float) -> str:
-    """A parameter (δ, a budget) exactly, in its shortest form: ``1e-05``, never rounded (a δ shown smaller than
-    it is would understate the failure probability)."""
+    """A parameter (δ, a budget, a noise parameter) exactly, in its shortest form: ``1e-05``, never rounded (a δ
+    shown smaller than it is would understate the failure probability)."""
     short = f"{delta:g}"
     return short if float(short) == delta else repr(delta)
 

@@ -315,8 +315,9 @@ class PrivacyEngine:
             charge = charge_run(self._view, event, f"dp-{type(optimizer).__name__.lower()}")
         except BaseException:
             wrapped.to_standard_module()  # the user's module without Opacus's hooks, as it came
-            if dp_optimizer is not None:
-                dp_optimizer.step_guard.remove()  # and the user's optimizer as it came
+            if dp_optimizer is not None:  # and the user's optimizer and parameters as they came
+                dp_optimizer.stop("make_private was refused")  # removes ghost mode's gradient hooks
+                dp_optimizer.step_guard.remove()
             raise
         self._run = PrivateRun(plan=plan, charge=charge, noise_multiplier=noise_multiplier,
                                max_grad_norm=max_grad_norm, grad_sample_mode=grad_sample_mode, target=target)

@@ -15,7 +15,7 @@ import secrets
 from pathlib import Path
 
 from dpaudit import canonical
-from dpaudit.errors import InvalidParameter, LedgerError
+from dpaudit.errors import InvalidParameter, LedgerError, VerificationError
 from dpaudit.files import create_once
 
 LEDGER = "ledger.jsonl"
@@ -124,3 +124,13 @@ def load_or_create_store_id(root: Path) -> str:
     found = read_store_id(root)
     assert found is not None
     return found
+
+
+def read_certificate(run_dir: Path) -> dict | None:
+    """The run folder's certificate, None when there is none yet (the session is still open).
+
+    Raises:
+        VerificationError: it is not a regular file or not strict JSON.
+    """
+    path = Path(run_dir) / CERTIFICATE
+    return canonical.read_object(path, VerificationError) if os.path.lexists(path) else None

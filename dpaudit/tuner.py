@@ -165,12 +165,13 @@ def tune(session: Session, method: str = "constant-overhead", *,
     if not (isinstance(score_range, Sequence) and len(score_range) == 2):
         raise InvalidParameter("score_range must be a (low, high) pair")
     objective = Objective(score, score_range[0], score_range[1], maximize)
+    if isinstance(space, Mapping):  # parsed once: drawn from below and recorded in the info record
+        space = SearchSpace.from_mapping(space)
     settings = candidate_settings(space, session.rng)
     user = importlib.import_module(module_name)
     view = session.for_plugin(user.PLUGIN_NAME, user.VERSION)
     data, record_ids = training_data(view, dataset)
-    view.record_info({"space": space.to_dict() if isinstance(space, SearchSpace) else
-                      (SearchSpace.from_mapping(space).to_dict() if isinstance(space, Mapping) else "explicit list"),
+    view.record_info({"space": space.to_dict() if isinstance(space, SearchSpace) else "explicit list",
                       "settings": [s.to_dict() for s in settings], "dataset_size": len(data),
                       "grad_sample_mode": grad_sample_mode, "objective": objective.to_dict()})
     chosen = {**defaults, **options}

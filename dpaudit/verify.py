@@ -320,6 +320,14 @@ def _check_certificate(report: VerificationReport, cert: dict[str, Any], records
                "the run closed FINISHED" if unfinished is None else
                unfinished + (": NOT FOR RELEASE, accepted with --allow-not-for-release" if allow_not_for_release
                              else ""))
+    # the signed release status must be the ledger's, also when --allow-not-for-release accepts the run: a
+    # certificate reading "for release" for a seeded or unfinished run would mislead whoever reads the file alone
+    releasable = for_release and unfinished is None
+    stated = cert.get("for_release", releasable)  # certificates older than the field state nothing
+    report.add("release-status", stated is releasable,
+               f"the certificate states for_release={stated}, as the ledger shows" if stated is releasable else
+               f"the certificate states for_release={stated!r} but the ledger shows a run that is "
+               f"{'for release' if releasable else 'NOT for release'}")
 
 
 def _check_key_trust(report: VerificationReport, public_pem: str, trust: KeyTrust) -> None:

@@ -12,13 +12,11 @@ filter's bound after each charge (the burn-down), assumptions and the certificat
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dpaudit import canonical
 from dpaudit import store as run_store
 from dpaudit.components import component_costs, component_key
 from dpaudit.errors import VerificationError
@@ -39,9 +37,7 @@ def load_run(run_dir: Path) -> tuple[list[Record], dict[str, Any] | None]:
     if not ledger.is_file():
         raise VerificationError(f"{run_dir} holds no {run_store.LEDGER}")
     records, _ = read_records(ledger)
-    cert_path = Path(run_dir) / run_store.CERTIFICATE
-    certificate = canonical.read_object(cert_path, VerificationError) if os.path.lexists(cert_path) else None
-    return records, certificate
+    return records, run_store.read_certificate(run_dir)
 
 
 def _describe(event: PrivacyEvent) -> dict[str, Any]:

@@ -107,10 +107,12 @@ def _cost_table(report: dict[str, Any]) -> Table:
 def _event_table(report: dict[str, Any]) -> Table:
     rows = []
     for number, e in enumerate(report["events"], start=1):
-        params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in e["parameters"].items())
+        # parameters and the sensitivity exactly (a rounded ε or δ parameter could read below the charged one)
+        params = ", ".join(f"{k}={show_delta(v)}" if isinstance(v, float) else f"{k}={v}"
+                           for k, v in e["parameters"].items())
         s = e["sensitivity"]
         rows.append((str(number), str(e["seq"]), f"{e['plugin']} / {e['mechanism']}", e["label"], params,
-                     f"{s['value']:.4g} ({s['norm']}, {s['formula']})", show(e["epsilon_spent"])))
+                     f"{show_delta(s['value'])} ({s['norm']}, {s['formula']})", show(e["epsilon_spent"])))
     return Table(("charge", "seq", "plugin / mechanism", "label", "parameters", "sensitivity", "filter bound ε"),
                  tuple(rows))
 

@@ -164,7 +164,9 @@ def summary(model: Mapping[str, Any]) -> list[dict[str, Any]]:
         guarantee = ["No certificate yet: no guarantee is stated for this run."]
     else:
         claim = cert["claim"]
-        used = f" ({claim['epsilon'] / budget['epsilon']:.0%} of its ε)" if budget["epsilon"] > 0 else ""
+        # the share rounded up, like every ε shown (0.4 % reads 1 %, never 0 %)
+        used = (f" ({math.ceil(100 * claim['epsilon'] / budget['epsilon'])}% of its ε)" if budget["epsilon"] > 0
+                else "")
         how = ("by the Rényi filter of an adaptive session (every charge admitted while the filter held; the claim "
                "is its budget)" if "filter" in claim else
                f"by the {claim['accountant']} accountant (attained by {claim['attained_by']})")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import sys
 import threading
 import uuid
@@ -41,7 +40,7 @@ from dpaudit.errors import DPAuditError, InvalidParameter, VerificationError
 from dpaudit.ledger import Ledger, Record
 from dpaudit.records import CHARGE, CLOSE, OPEN
 from dpaudit.sidecar import OUTPUTS_DIR, sidecar_files
-from dpaudit.store import CERTIFICATE
+from dpaudit.store import read_certificate
 from dpaudit.tracking.run_page import (
     RUN_ID_TAG,
     certificate_tags,
@@ -298,18 +297,6 @@ def ensure_session_run(mirror: MlflowMirror, run_id: str, opened: Mapping[str, A
         return found.info.run_id
     name, params, tags = session_run(run_id, opened)
     return mirror.start_run(name, params=params, tags=tags)
-
-
-def read_certificate(run_dir: Path) -> dict[str, Any] | None:
-    """The run folder's certificate, None when there is none yet.
-
-    Raises:
-        VerificationError: it is not a regular file or not strict JSON.
-    """
-    from dpaudit.canonical import read_object
-
-    path = Path(run_dir) / CERTIFICATE
-    return read_object(path, VerificationError) if os.path.lexists(path) else None
 
 
 def run_files(run_dir: Path) -> list[Path]:

@@ -234,6 +234,10 @@ class Trial:
     engine: PrivacyEngine | None = field(default=None, init=False)
     _called: bool = field(default=False, init=False)
 
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise InvalidParameter(f"trial mode must be one of {MODES}, got {self.mode!r}")
+
     def make_private(self, *, module: nn.Module, optimizer: torch.optim.Optimizer, data_loader: DataLoader,
                      **kwargs: Any) -> tuple[Any, ...]:
         """``make_private`` for this setting: ``epochs``, ``max_grad_norm`` and ``noise_multiplier`` come from

@@ -100,6 +100,10 @@ def test_verify_reads_the_status_from_the_ledger_not_the_certificate(monkeypatch
     assert json.loads(s.certificate_path.read_text())["for_release"] is True
     report = verify_bundle(s.run_dir)
     assert not report.valid and any(r.startswith("run-status: run aborted") for r in report.reasons)
+    # accepting not-for-release runs does not accept a certificate whose signed status contradicts the ledger
+    allowed = verify_bundle(s.run_dir, allow_not_for_release=True)
+    assert not allowed.valid and any(r.startswith("release-status: the certificate states for_release=True but")
+                                     for r in allowed.reasons)
 
 
 def test_release_problems_names_each_reason(make_session):
