@@ -19,7 +19,6 @@ including one whose release was never written), not for release. Only the key th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,8 @@ from dpaudit import store as run_store
 from dpaudit import transparency
 from dpaudit.certificate import build_certificate, open_body, unsigned, write_certificate
 from dpaudit.display import show, show_delta
-from dpaudit.errors import InvalidParameter, LedgerError
+from dpaudit.errors import DPAuditError, InvalidParameter, LedgerError
+from dpaudit.files import read_regular
 from dpaudit.ledger import MISSING_FINAL_NEWLINE, TORN_FINAL_LINE, Ledger, Record, read_records, verify_chain
 from dpaudit.records import ABORTED, CHARGE, CLOSE, CloseBody
 from dpaudit.signing import public_key_fingerprint, public_key_pem, verify_signature
@@ -67,10 +67,10 @@ class Recovery:
 
 def _certificate_is_current(run_dir: Path, records: Sequence[Record], key) -> Mapping[str, Any] | None:
     """The run's certificate when it certifies exactly ``records`` under ``key``; None when missing or stale."""
-    try:
-        certificate = json.loads((run_dir / run_store.CERTIFICATE).read_text(encoding="utf-8"))
-        pem = (run_dir / run_store.PUBLIC_KEY).read_text(encoding="utf-8")
-    except (OSError, ValueError):
+    try:  # the strict evidence readers: a symlink, a FIFO or a malformed file is stale, never followed
+        certificate = run_store.read_certificate(run_dir)
+        pem = read_regular(run_dir / run_store.PUBLIC_KEY, run_store.MAX_PUBLIC_KEY_BYTES, LedgerError).decode()
+    except (DPAuditError, UnicodeDecodeError):
         return None
     expected_pem = public_key_pem(key)
     if not isinstance(certificate, dict) or pem != expected_pem:

@@ -21,6 +21,8 @@ from dpaudit.files import create_once
 LEDGER = "ledger.jsonl"
 CERTIFICATE = "certificate.json"
 PUBLIC_KEY = "public_key.pem"
+MAX_PUBLIC_KEY_BYTES = 64 * 1024
+"""The largest ``public_key.pem`` read (an Ed25519 PEM key is 113 bytes)."""
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
 STORE_FILE = "store.json"

@@ -73,9 +73,6 @@ from dpaudit.signing import key_fingerprint, verify_signature
 from dpaudit.tolerance import REL_TOL, within
 from dpaudit.trust import KeyTrust, TrustDecision
 
-MAX_PUBLIC_KEY_BYTES = 64 * 1024
-"""The largest ``public_key.pem`` read (an Ed25519 PEM key is 113 bytes)."""
-
 MAX_RUN_DIR_CHARS = 4096
 """The longest ``run.run_dir`` accepted in a bundle's ``report.json``."""
 
@@ -182,7 +179,8 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
         return report
     try:
         certificate = canonical.read_object(bundle / run_store.CERTIFICATE, VerificationError)
-        public_pem = read_regular(bundle / run_store.PUBLIC_KEY, MAX_PUBLIC_KEY_BYTES, VerificationError).decode()
+        public_pem = read_regular(bundle / run_store.PUBLIC_KEY, run_store.MAX_PUBLIC_KEY_BYTES,
+                                  VerificationError).decode()
     except (VerificationError, UnicodeDecodeError) as exc:
         report.add("evidence-files", False, str(exc))
         return report
