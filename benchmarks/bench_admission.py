@@ -1,12 +1,14 @@
 """Budget-filter admission speed: one incremental release through the PLD filter against the RDP filter.
 
-A session's filter composes every earlier charge with the candidate before each release. This benchmark charges two
+A session's filter composes every earlier charge with the candidate before each release. This benchmark charges three
 patterns through :class:`~dpaudit.budget.BudgetFilter`, with the ``pld`` accountant and with the ``rdp`` accountant
 (the floor: microseconds of Python per release), and prints the median admission time of each and their ratio:
 
 * ``mix``: a discrete Laplace count at ε = 0.01, a one-dimensional discrete Gaussian at (0.05, 10⁻⁸) and one DP-SGD
   step at q = 0.01, σ = 1.0, in turn (the DP-SGD step's PLD spans about 28 000 loss values, so every composition
   is an FFT of that size);
+* ``dpsgd``: one DP-SGD step (q = 0.01, σ = 1.0) per charge, the same step again and again (a training loop that
+  charges every step: one growing run of the canonical fold);
 * ``laplace``: discrete Laplace counts at ε = 0.002, 0.003, 0.005 in turn (``bench_accounting.py``'s filter
   pattern, the issue's 7.7 ms case).
 
@@ -18,7 +20,7 @@ charges of the same kind, each printed as a ratio to its n = 10² time (flat: ab
 sessions of 10³ and ``--session`` Laplace releases (fsync patched out, no mirror: the ledger's disk is not what is
 measured), per release and as a ratio of the two.
 
-Run: ``.venv/bin/python benchmarks/bench_admission.py [--releases 200] [--session 20000]``.
+Run: ``.venv/bin/python benchmarks/bench_admission.py [--releases 200] [--session 20000] [--admission-only]``.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ import time
 from pathlib import Path
 from unittest import mock
 
+from scipy import signal
+
 from dpaudit import Session
 from dpaudit.accounting import get_accountant, pld, rdp
-from dpaudit.accounting.charges import LAST_TALLY
+from dpaudit.accounting.charges import LAST_TALLY, event_counts
 from dpaudit.budget import BudgetFilter
 from dpaudit.events import PoissonSubsampledGaussianEvent, PrivacyEvent
 from dpaudit.mechanisms.gaussian import gaussian_event
@@ -59,27 +63,54 @@ def laplace_counts() -> tuple[PrivacyEvent, ...]:
     return tuple(laplace_event(Neighbouring.ADD_REMOVE, count, eps) for eps in (0.002, 0.003, 0.005))
 
 
-PATTERNS = {"mix": typical_mix, "laplace": laplace_counts}
+def dpsgd_steps() -> tuple[PrivacyEvent, ...]:
+    """The DP-SGD step of :func:`typical_mix` alone (charged again and again)."""
+    return typical_mix()[2:]
 
 
-def admission_times(accountant: str, pattern: str, releases: int) -> tuple[list[float], float]:
-    """Seconds per admission of ``releases`` charges of ``pattern`` (admit + commit), and the last bound."""
+PATTERNS = {"mix": typical_mix, "dpsgd": dpsgd_steps, "laplace": laplace_counts}
+
+
+def admission_times(accountant: str, pattern: str, releases: int
+                    ) -> tuple[list[float], list[float], float, tuple[PrivacyEvent, ...]]:
+    """Seconds per admission of ``releases`` charges of ``pattern`` (admit + commit), wall and process CPU time, the
+    last bound and the charged events."""
     rdp.rdp_curve.cache_clear()
     pld.leaf_pld.cache_clear()
     pld.self_composed.cache_clear()
+    pld.run_pld.cache_clear()
     LAST_TALLY.clear()
     mix = PATTERNS[pattern]()
     budget = BudgetFilter(1e6, DELTA, get_accountant(accountant))
-    times = []
+    times, cpu = [], []
     admission = None
     for i in range(releases):
         event = mix[i % len(mix)]
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         admission = budget.admit(event)
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         budget.commit(event, admission)
     assert admission is not None
-    return times, admission.epsilon
+    return times, cpu, admission.epsilon, budget.events
+
+
+def convolution_floor(events: tuple[PrivacyEvent, ...], samples: int = 20) -> float:
+    """Median seconds of the one FFT convolution an exact incremental admission cannot avoid: the composed PLD of
+    ``events`` but the last with the last one's PLD (``scipy.signal.fftconvolve`` of their remove and of their add
+    PMFs, nothing else). For a single DP-SGD step as the last event."""
+    composed = pld.FoldCache().fold(events[:-1]).pld()
+    (spec,) = event_counts(events[-1])
+    step = pld.leaf_pld(spec, True, pld.VALUE_DISCRETIZATION_INTERVAL)
+    pairs = [(composed._pmf_remove.to_dense_pmf()._probs, step._pmf_remove.to_dense_pmf()._probs),
+             (composed._pmf_add.to_dense_pmf()._probs, step._pmf_add.to_dense_pmf()._probs)]
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        for first, second in pairs:
+            signal.fftconvolve(first, second)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def scaling(event: PrivacyEvent, sizes: tuple[int, ...] = (100, 1000, 10000), samples: int = 50) -> list[float]:
@@ -110,7 +141,23 @@ def session_build(releases: int) -> float:
         return time.perf_counter() - start
 
 
-def main(releases: int, session: int) -> None:
+def main(releases: int, session: int, admission_only: bool) -> None:
+    for pattern in PATTERNS:
+        print(f"{releases} incremental releases ({pattern}) through BudgetFilter, delta = {DELTA:g}")
+        floor = None
+        for name in ("rdp", "pld"):
+            times, cpu, eps, events = admission_times(name, pattern, releases)
+            median = statistics.median(times)
+            floor = floor or median
+            print(f"  {name:4s} final eps = {eps:.6f}  median {1e3 * median:8.3f} ms/release (CPU "
+                  f"{1e3 * statistics.median(cpu):.3f} ms)  (first {1e3 * times[0]:.1f} ms, max {1e3 * max(times):.1f} "
+                  f"ms)  x{median / floor:8.1f} vs rdp")
+        if pattern == "dpsgd":
+            fft = convolution_floor(events[: len(events) // 2 + 1])  # the middle admission's
+            print(f"  floor: the middle admission's FFT convolution alone (remove and add) {1e3 * fft:.3f} ms; "
+                  f"pld = x{median / fft:.2f} of it")
+    if admission_only:
+        return
     count = from_formula("count", "add_remove")
     sizes = (100, 1000, 10000)
     print("admission after n earlier charges (tightest accountant, median of 50; ratio to n = 100)")
@@ -124,20 +171,12 @@ def main(releases: int, session: int) -> None:
     print(f"session build: 1000 releases {small:.2f} s ({1e3 * small / 1000:.3f} ms/release), {session} releases "
           f"{large:.2f} s ({1e3 * large / session:.3f} ms/release): x{(large / session) / (small / 1000):.2f} "
           "per release")
-    for pattern in PATTERNS:
-        print(f"{releases} incremental releases ({pattern}) through BudgetFilter, delta = {DELTA:g}")
-        floor = None
-        for name in ("rdp", "pld"):
-            times, eps = admission_times(name, pattern, releases)
-            median = statistics.median(times)
-            floor = floor or median
-            print(f"  {name:4s} final eps = {eps:.6f}  median {1e3 * median:8.3f} ms/release  "
-                  f"(first {1e3 * times[0]:.1f} ms, max {1e3 * max(times):.1f} ms)  x{median / floor:8.1f} vs rdp")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--releases", type=int, default=200, help="releases per PLD-vs-RDP pattern")
     parser.add_argument("--session", type=int, default=20000, help="releases of the large session build")
+    parser.add_argument("--admission-only", action="store_true", help="only the PLD-vs-RDP patterns")
     args = parser.parse_args()
-    main(args.releases, args.session)
+    main(args.releases, args.session, args.admission_only)

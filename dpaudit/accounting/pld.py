@@ -32,18 +32,20 @@ Discretisation: :data:`VALUE_DISCRETIZATION_INTERVAL` = 2·10⁻⁴ (10⁵ DP-SG
 about 0.3 s with cold caches; 10⁻⁴ changes ε by about 0.01 %).
 
 Composition order (docs/accounting.md, section "pld"): the PLD of a composed event is the left fold, in the
-event's order, over its *runs*, maximal stretches of consecutive parts with the same tally, each run the fold
-of its tally's self-composed specs (first-appearance order) with counts times the run's length. It is a function of
-the event alone, and it is what the budget filter computes incrementally (the previous fold is kept, so a new part
-costs one composition, :class:`FoldCache`), what the certificate computes from the ledger's charges and what
-``dpaudit verify`` recomputes: the same floating-point operations in the same order, hence the same ε, bit for bit.
-A tally alone (:meth:`PldAccountant.composed`) is one run of length 1.
+event's order, over its *runs*, maximal stretches of consecutive parts with the same tally; a run of length n enters
+the fold as one composition per binary digit d of n, largest first, each with the run's tally self-composed d times
+(the fold of its self-composed specs, first-appearance order, with counts times d). It is a function of the event
+alone, and it is what the budget filter computes incrementally (the previous fold is kept, so a new part costs one
+composition, also inside a run: :class:`Fold`, :class:`FoldCache`), what the certificate computes from the ledger's
+charges and what ``dpaudit verify`` recomputes: the same floating-point operations in the same order, hence the same
+ε, bit for bit. A tally alone (:meth:`PldAccountant.composed`) is one run of length 1.
 
 ε is read off a composed PLD by :class:`HockeyStick` (the same hockey-stick formula as dp_accounting's
 ``get_epsilon_for_delta``, vectorised with numpy instead of a Python loop over the loss grid).
 
-Caching: one PLD per leaf spec and per (spec, count) self-composition (module level), and per accountant the last
-fold, which can also step back one part (:class:`FoldCache`).
+Caching: one PLD per leaf spec, per (spec, count) self-composition and per (tally, digit) run (module level), and
+per accountant the last fold and the one it resumed from (:class:`FoldCache`: a refused candidate's successor
+resumes from the latter).
 """
 
 from __future__ import annotations
@@ -51,12 +53,14 @@ from __future__ import annotations
 import functools
 import math
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import dp_accounting
 import numpy as np
 from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from scipy import fft as sp_fft
 from scipy import signal
 
 from dpaudit.accounting.base import Accountant, DeltaUnreachable, OutsideControlledRegime, package_versions
@@ -87,6 +91,8 @@ NEGATIVE_MASS_FACTOR = 4.0
 #: Probability mass each composition may cut from the tails of the composed PMF (dp_accounting's default): the left
 #: tail is added to the smallest loss kept and the right tail to the infinite loss, so the estimate stays pessimistic.
 TAIL_MASS_TRUNCATION = 1e-15
+#: Spectra kept of recent compositions' second operands (:func:`_convolve`).
+SPECTRA_KEPT = 8
 
 
 def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True) -> str | None:
@@ -159,19 +165,59 @@ def _prefix_within(probs: np.ndarray, threshold: float) -> int:
     return len(probs)
 
 
+class _Spectra:
+    """The real FFTs of recent compositions' second operands, by (PMF, FFT length): a fold composes the same leaf or
+    the same binary digit of a run again and again, so its transform is computed once per length. An entry holds
+    its PMF, so the id in its key is never reused while it is kept."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[tuple[int, int], tuple[object, np.ndarray]] = OrderedDict()
+
+    def of(self, pmf, probs: np.ndarray, length: int) -> np.ndarray:
+        """``rfft(probs, length)``, where ``probs`` are ``pmf``'s dense probabilities."""
+        key = (id(pmf), length)
+        with self._lock:
+            entry = self._kept.get(key)
+            if entry is not None and entry[0] is pmf:
+                self._kept.move_to_end(key)
+                return entry[1]
+        spectrum = sp_fft.rfft(probs, length)
+        with self._lock:
+            self._kept[key] = (pmf, spectrum)
+            while len(self._kept) > SPECTRA_KEPT:
+                self._kept.popitem(last=False)
+        return spectrum
+
+
+_SPECTRA = _Spectra()
+
+
+def _convolve(first: np.ndarray, second: np.ndarray, second_pmf) -> np.ndarray:
+    """``scipy.signal.fftconvolve(first, second)`` by the same transforms (a real FFT of the 5-smooth length at least
+    the full output's, the product, the inverse, cut to the full output), the second operand's transform cached."""
+    size = len(first) + len(second) - 1
+    if min(len(first), len(second)) == 1:  # fftconvolve multiplies without a transform
+        return signal.fftconvolve(first, second)
+    length = sp_fft.next_fast_len(size, True)
+    return sp_fft.irfft(sp_fft.rfft(first, length) * _SPECTRA.of(second_pmf, second, length), length)[:size]
+
+
 def _compose_pmfs(first, second):
     """dp_accounting's ``compose_pmfs`` with pessimistic tail truncation (:data:`TAIL_MASS_TRUNCATION`), vectorised.
 
-    Small sparse PMFs are composed by dp_accounting itself; dense ones by ``fftconvolve`` exactly as
-    ``DensePLDPmf.compose`` does, then the longest prefix and suffix of mass ≤ half the truncation each are cut: the
-    prefix's mass is added to the first loss kept (losses only rounded up) and the suffix's to the infinite loss.
+    Small sparse PMFs are composed by dp_accounting itself; dense ones by the FFT convolution of
+    ``DensePLDPmf.compose`` (:func:`_convolve`: the same transforms), then the longest prefix and suffix of mass ≤
+    half the truncation each are cut: the prefix's mass is added to the first loss kept (losses only rounded up) and
+    the suffix's to the infinite loss.
     """
     if isinstance(first, pld_pmf.SparsePLDPmf) and isinstance(second, pld_pmf.SparsePLDPmf) \
             and first.size * second.size <= pld_pmf._MAX_PMF_SPARSE_SIZE:
         return first.compose(second, TAIL_MASS_TRUNCATION)
+    original = second
     first, second = first.to_dense_pmf(), second.to_dense_pmf()
     first.validate_composable(second)
-    probs = signal.fftconvolve(first._probs, second._probs)
+    probs = _convolve(first._probs, second._probs, original)
     left = _prefix_within(probs, TAIL_MASS_TRUNCATION / 2)
     right = max(len(probs) - _prefix_within(probs[::-1], TAIL_MASS_TRUNCATION / 2), left + 1)
     left_mass, right_mass = np.sum(probs[:left]), np.sum(probs[right:])
@@ -196,10 +242,17 @@ def compose(first: pld_lib.PrivacyLossDistribution,
 Run = tuple[tuple[tuple[LeafSpec, int], ...], int]
 
 
+@functools.lru_cache(maxsize=64)
 def run_pld(run: Run) -> pld_lib.PrivacyLossDistribution:
-    """The pessimistic PLD of one run: its tally's specs, each self-composed count × length times, folded in order."""
+    """The pessimistic PLD of one run: its tally's specs, each self-composed count × length times, folded in order
+    (cached: the same binary digit of a growing run recurs, :class:`Fold`)."""
     items, length = run
     return fold(None, [(spec, count * length) for spec, count in items], True, VALUE_DISCRETIZATION_INTERVAL)
+
+
+def digits(length: int) -> tuple[int, ...]:
+    """The powers of two that sum to ``length`` (its binary digits), largest first."""
+    return tuple(1 << j for j in range(length.bit_length() - 1, -1, -1) if length >> j & 1)
 
 
 def parts(event: PrivacyEvent) -> tuple[PrivacyEvent, ...]:
@@ -210,42 +263,41 @@ def parts(event: PrivacyEvent) -> tuple[PrivacyEvent, ...]:
 class Fold:
     """The canonical fold of the first ``length`` parts of a composition (module docstring, "Composition order").
 
-    It keeps the PLD of every run but the last (``before``), the last run, and the same two one run earlier, so that
-    it can grow by a part (:meth:`extended`) or step back by one (:meth:`without_last`, for a refused candidate)
-    without composing anything again. Its own PLD is composed only when asked for (:meth:`pld`), so a fold from
-    scratch composes once per run, not once per part. Every PLD it hands out is ``before`` composed with the last
-    run's, by the same operations whichever way the fold was reached.
+    Its PLD is ``before`` (the PLD of every run but the last; None when there is none) composed, one after the
+    other, with the last run's tally self-composed d times for each binary digit d of the run's length, largest
+    first (:func:`digits`, :func:`run_pld`). It keeps the PLDs after each of those digits (``partials``, as far as
+    computed): the fold one part longer in the same run shares every one above its lowest digit, so it costs one
+    composition (and a cached self-composition), and a fold from scratch costs one composition per binary digit of
+    each run, not one per part. Its own PLD is composed only when asked for (:meth:`pld`). Every PLD it hands out is
+    composed by the same operations whichever way the fold was reached.
     """
 
     def __init__(self, length: int, before: pld_lib.PrivacyLossDistribution | None, run: Run,
-                 earlier: tuple[pld_lib.PrivacyLossDistribution | None, Run] | None = None,
-                 pld: pld_lib.PrivacyLossDistribution | None = None) -> None:
+                 partials: tuple[pld_lib.PrivacyLossDistribution, ...] = ()) -> None:
         self.length = length
         self.before = before
         self.run = run
-        self.earlier = earlier
-        self._pld = pld
+        self._partials = partials
 
     def pld(self) -> pld_lib.PrivacyLossDistribution:
         """The PLD of the parts folded (composed on first use; two threads asking at once compute the same)."""
-        if self._pld is None:
-            part = run_pld(self.run)
-            self._pld = part if self.before is None else compose(self.before, part)
-        return self._pld
+        items, length = self.run
+        partials = list(self._partials)
+        for power in digits(length)[len(partials):]:
+            part = run_pld((items, power))
+            previous = partials[-1] if partials else self.before
+            partials.append(part if previous is None else compose(previous, part))
+        self._partials = tuple(partials)
+        return partials[-1]
 
     def extended(self, items: tuple[tuple[LeafSpec, int], ...]) -> Fold:
         """The fold with one more part, whose tally is ``items``."""
-        if items == self.run[0]:
-            return Fold(self.length + 1, self.before, (items, self.run[1] + 1), self.earlier)
-        return Fold(self.length + 1, self.pld(), (items, 1), (self.before, self.run))
-
-    def without_last(self) -> Fold | None:
-        """The fold of one part fewer (None when that is empty or was not kept)."""
-        if self.run[1] > 1:
-            return Fold(self.length - 1, self.before, (self.run[0], self.run[1] - 1), self.earlier)
-        if self.earlier is None or self.before is None:
-            return None
-        return Fold(self.length - 1, self.earlier[0], self.earlier[1], None, self.before)
+        if items != self.run[0]:
+            return Fold(self.length + 1, self.pld(), (items, 1))
+        length = self.run[1] + 1
+        # the digits of length above its lowest are those of length − 1 above its trailing ones: their partials stay
+        shared = (length >> (length & -length).bit_length()).bit_count()
+        return Fold(self.length + 1, self.before, (items, length), self._partials[:shared])
 
 
 def start_fold(items: tuple[tuple[LeafSpec, int], ...]) -> Fold:
@@ -254,41 +306,41 @@ def start_fold(items: tuple[tuple[LeafSpec, int], ...]) -> Fold:
 
 
 class FoldCache:
-    """An accountant's last fold, so that a growing composition (the budget filter) composes only what was appended.
+    """An accountant's last fold and the fold it resumed from, so that a growing composition (the budget filter)
+    composes only what was appended: the next candidate extends the last fold once that was committed, or the fold
+    before it when the last candidate was refused.
 
-    The entry (the parts and their fold) is read and replaced under a lock; threads folding different compositions
-    only replace each other's entry (costing speed, never correctness: a fold's PLD does not depend on where it
-    resumed).
+    The entries (the parts and their folds) are read and replaced under a lock; threads folding different
+    compositions only replace each other's entries (costing speed, never correctness: a fold's PLD does not depend
+    on where it resumed).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entry: tuple[tuple[PrivacyEvent, ...], Fold] | None = None
+        self._entries: tuple[tuple[tuple[PrivacyEvent, ...], Fold], ...] = ()
 
     def fold(self, events: tuple[PrivacyEvent, ...]) -> Fold:
-        """The fold of ``events``, resuming from the cached fold, or from it less its last part (a refused
-        candidate), when that is a prefix of ``events``.
+        """The fold of ``events``, resuming from the longest cached fold whose parts are a prefix of ``events``.
 
         Raises:
             AccountingError: nothing to compose.
         """
         with self._lock:
-            entry = self._entry
-        state = None
-        if entry is not None:
-            cached, last = entry
-            for resume in (last, last.without_last()):
-                if resume is not None and resume.length <= len(events) \
-                        and events[: resume.length] == cached[: resume.length]:
-                    state = resume
-                    break
+            entries = self._entries
+        resumed = None
+        for cached, last in entries:
+            if last.length <= len(events) and (resumed is None or last.length > resumed[1].length) \
+                    and events[: last.length] == cached[: last.length]:
+                resumed = (cached, last)
+        state = None if resumed is None else resumed[1]
         for index in range(0 if state is None else state.length, len(events)):
             items = tuple(event_counts(events[index]).items())
             state = start_fold(items) if state is None else state.extended(items)
         if state is None:
             raise AccountingError("pld: nothing to compose")
+        kept = ((events, state),) + ((resumed,) if resumed is not None and resumed[1] is not state else ())
         with self._lock:
-            self._entry = (events, state)
+            self._entries = kept
         return state
 
 
@@ -333,7 +385,8 @@ class _Tails:
         if self._infinity > delta:
             return math.inf
         n = len(self._probs)
-        m = min(n, FIRST_LOSSES)
+        # a second reading (at a smaller δ: a larger ε, found no deeper) starts from the window the first reached
+        m = min(n, max(FIRST_LOSSES, 0 if self._prefix is None else len(self._prefix[0])))
         while True:
             losses, upper, lower = self._masses(m)
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -439,7 +492,7 @@ class PldAccountant(Accountant):
         self._folds = FoldCache()
 
     def version(self) -> str:
-        return f"pld/2 (interval {VALUE_DISCRETIZATION_INTERVAL:g}, pessimistic, run fold; " \
+        return f"pld/3 (interval {VALUE_DISCRETIZATION_INTERVAL:g}, pessimistic, run fold by binary digits; " \
                f"{package_versions('dp-accounting')})"
 
     def _unsupported_reason(self, counts: dict[LeafSpec, int]) -> str | None:

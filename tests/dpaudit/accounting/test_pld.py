@@ -133,16 +133,73 @@ def test_grouping_matters_in_the_last_bits():
     assert PldAccountant().epsilon(compose(events), 1e-5) != by_tally
 
 
-def test_a_run_of_equal_charges_is_one_self_composition(monkeypatch):
-    """5000 equal Laplace releases (a long session of one query) cost one FFT self-composition, not 4999
-    compositions, from scratch (the certificate, verify) as incrementally (the filter)."""
+def test_a_run_of_equal_charges_composes_once_per_binary_digit(monkeypatch):
+    """5000 equal Laplace releases (a long session of one query), folded from scratch (the certificate, verify), cost
+    one composition per binary digit of 5000 after the first (4096 + 512 + 256 + 128 + 8: four), not 4999; the value
+    is the single self-composition's to 10⁻⁷ (both are pessimistic: they cut different tails)."""
     calls = []
     original = pld_module.compose
     monkeypatch.setattr(pld_module, "compose", lambda a, b: calls.append(1) or original(a, b))
     release = laplace(0.01)
     value = PldAccountant().epsilon(ComposedEvent(events=(release,) * 5000), 1e-5)
-    assert not calls
-    assert value == PldAccountant().epsilon(SelfComposedEvent(event=release, count=5000), 1e-5)
+    assert len(calls) == 4
+    single = PldAccountant().epsilon(SelfComposedEvent(event=release, count=5000), 1e-5)
+    assert value == pytest.approx(single, rel=1e-7)
+
+
+def test_binary_digits():
+    assert pld_module.digits(1) == (1,) and pld_module.digits(5000) == (4096, 512, 256, 128, 8)
+    assert all(sum(pld_module.digits(n)) == n for n in range(1, 300))
+
+
+def _growing_run(monkeypatch) -> tuple[list[tuple[float, float, int]], int]:
+    """A Laplace release, then 37 equal DP-SGD steps charged one at a time, then another Laplace release, with a
+    refused candidate in between: (admitted bound, fresh fold from scratch, compositions of the admission) each, and
+    the FFT self-compositions of the admissions in all."""
+    calls, powers = [], []
+    original = pld_module.compose
+    monkeypatch.setattr(pld_module, "compose", lambda a, b: calls.append(1) or original(a, b))
+    power = pld_module.pld_lib.PrivacyLossDistribution.self_compose
+    monkeypatch.setattr(pld_module.pld_lib.PrivacyLossDistribution, "self_compose",
+                        lambda self, count, *args: powers.append(count) or power(self, count, *args))
+    budget = BudgetFilter(5.0, 1e-5, PldAccountant())
+    out, admitted_powers = [], 0
+    for i, event in enumerate([laplace(0.3)] + [dpsgd(0.05, 1.5, 1)] * 37 + [laplace(0.2)]):
+        if i == 20:  # refused by the PLD itself (no Laplace leaf for the lower bound), ε about 13
+            with pytest.raises(BudgetExceeded, match="pld accountant"):
+                budget.admit(dpsgd(1.0, 0.4, 1))
+        calls.clear()
+        before = len(powers)
+        admission = budget.admit(event)
+        used = len(calls)
+        admitted_powers += len(powers) - before
+        out.append((admission.epsilon, PldAccountant().epsilon(compose([*budget.events, event]), 1e-5), used))
+        budget.commit(event, admission)
+    return out, admitted_powers
+
+
+def test_a_growing_run_costs_one_composition_per_admission(monkeypatch):
+    """Each admission of a run of equal charges composes once (its cached fold shares every partial fold above the
+    new length's lowest binary digit) and self-composes only at a new power of two (6 for 37 steps, not one per
+    step), a refused candidate costs its successor nothing, and every bound is the fold from scratch bit for bit."""
+    pld_module.self_composed.cache_clear()
+    pld_module.run_pld.cache_clear()
+    results, powers = _growing_run(monkeypatch)
+    assert all(admitted == fresh for admitted, fresh, _ in results)
+    assert all(used <= 1 for _, _, used in results)
+    assert powers <= (37).bit_length()
+
+
+def test_the_growing_run_test_catches_partials_shared_too_far(monkeypatch):
+    """The deliberately broken variant (a longer run keeps every partial fold of the shorter one) admits bounds that
+    are not the fold from scratch."""
+    def broken(self, items):
+        if items != self.run[0]:
+            return pld_module.Fold(self.length + 1, self.pld(), (items, 1))
+        return pld_module.Fold(self.length + 1, self.before, (items, self.run[1] + 1), self._partials)
+
+    monkeypatch.setattr(pld_module.Fold, "extended", broken)
+    assert any(admitted != fresh for admitted, fresh, _ in _growing_run(monkeypatch)[0])
 
 
 @pytest.mark.parametrize(("first", "second"), [(dpsgd(0.01, 1.0, 5), gaussian(20.0, 0.3, 1e-7)),
@@ -152,10 +209,23 @@ def test_the_vectorised_composition_is_dp_accountings(first, second):
     """:func:`pld.compose` gives dp_accounting's ``compose`` exactly: the same convolution, and the same tails cut
     (its running sums by ``np.cumsum`` instead of a Python loop)."""
     a, b = (PldAccountant().composed(tally(e)[1]) for e in (first, second))
-    ours, theirs = pld_module.compose(a, b), a.compose(b)
+    _assert_same_pld(pld_module.compose(a, b), a.compose(b))
+
+
+def _assert_same_pld(ours, theirs) -> None:
     for mine, ref in ((ours._pmf_remove, theirs._pmf_remove), (ours._pmf_add, theirs._pmf_add)):
         assert mine._infinity_mass == ref._infinity_mass
         if isinstance(ref, dp_accounting.pld.pld_pmf.DensePLDPmf):
             assert mine._lower_loss == ref._lower_loss and (mine._probs == ref._probs).all()
         else:
             assert mine._loss_probs == ref._loss_probs
+
+
+def test_a_cached_transform_gives_dp_accountings_composition():
+    """The second operand's FFT is cached per (PMF, length): the same two operands composed onto folds of two sizes,
+    twice over (the second time from the cache), give dp_accounting's ``compose`` exactly every time."""
+    operands = [PldAccountant().composed(tally(e)[1]) for e in (dpsgd(0.05, 1.5, 1), gaussian(20.0, 0.3, 1e-7))]
+    folds = [PldAccountant().composed(tally(dpsgd(0.05, 1.5, k))[1]) for k in (2, 3)]
+    for first in folds * 2:
+        for second in operands:
+            _assert_same_pld(pld_module.compose(first, second), first.compose(second))

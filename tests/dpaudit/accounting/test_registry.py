@@ -14,7 +14,7 @@ def test_names_and_default():
     assert isinstance(get_accountant(DEFAULT_ACCOUNTANT), TightestAccountant)
     for name in ACCOUNTANTS:
         acc = get_accountant(name)
-        version = 2 if name == "pld" else 1  # pld/2: the canonical fold order (docs/accounting.md)
+        version = 3 if name == "pld" else 1  # pld/3: the canonical fold by binary digits (docs/accounting.md)
         assert acc.name == name and acc.version().startswith(f"{name}/{version}")
 
 
