@@ -34,3 +34,13 @@ def test_plugins_import_as_dpaudit_plugins_and_no_top_level_plugins_module(tmp_p
             "print(importlib.util.find_spec('plugins') is None, r.PLUGIN.name)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "randtune"]
+
+
+def test_an_editable_build_shows_no_same_name_folder_warning(tmp_path: Path) -> None:
+    """setup.py filters setuptools' InformationOnly "Editable installation" notice (it does not apply to this
+    layout; see its docstring), which pip would print on every ``pip install -e .``; the build itself succeeds."""
+    code = f"from setuptools import build_meta; print(build_meta.build_editable({str(tmp_path)!r}))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1].endswith(".whl")
+    assert "same name as your package" not in done.stdout + done.stderr

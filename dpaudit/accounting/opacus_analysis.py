@@ -27,15 +27,18 @@ import _imp
 import importlib
 import importlib.util
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import cache
+from functools import cache, lru_cache, wraps
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 PRIVATE_ROOT = "_dpaudit_opacus"
 """The private name under which Opacus's files are executed (``_dpaudit_opacus.accountants.analysis.rdp``, ...)."""
+
+RDP_CACHE_SIZE = 1 << 16
+"""How many (q, σ, α) values of Opacus's ``_compute_rdp`` a process keeps (:func:`rdp_analysis`)."""
 
 OPTIMIZERS = "opacus.optimizers"
 
@@ -109,15 +112,44 @@ def opacus_module(relative: str) -> ModuleType:
         _imp.release_lock()
 
 
+def _memoised(compute_rdp_at: Callable[[float, float, float], float]) -> Callable[[float, float, float], float]:
+    """``_compute_rdp(q, σ, α)`` with its results kept per (q, σ, α): a pure function of three numbers, evaluated
+    by a Python series at a fractional α (milliseconds each). Unhashable arguments are passed through uncached."""
+    cached = lru_cache(maxsize=RDP_CACHE_SIZE, typed=True)(compute_rdp_at)
+
+    @wraps(compute_rdp_at)
+    def wrapper(q: float, sigma: float, alpha: float) -> float:
+        try:
+            return cached(q, sigma, alpha)
+        except TypeError:  # an unhashable argument: not from dpaudit, whose arguments are floats
+            return compute_rdp_at(q, sigma, alpha)
+
+    wrapper.cache_info = cached.cache_info  # type: ignore[attr-defined]
+    return wrapper
+
+
+@cache
 def rdp_analysis() -> ModuleType:
-    """Opacus's ``opacus.accountants.analysis.rdp`` module, loaded without ``opacus/__init__.py``."""
-    return opacus_module("accountants.analysis.rdp")
+    """Opacus's ``opacus.accountants.analysis.rdp`` module, loaded without ``opacus/__init__.py``.
+
+    In the private copy (never in a real ``opacus`` module the process imported) the per-order ``_compute_rdp``,
+    through which ``compute_rdp`` and the PRV files reach it, is memoised (:func:`_memoised`): Opacus's PRV domain
+    rule (``compute_safe_domain_size``) evaluates the same (q, σ) curve twice over Opacus's orders, which are also
+    the fractional orders of the RDP accountant (:mod:`dpaudit.accounting.rdp`), so each is computed once per
+    process. The values are Opacus's, unchanged.
+    """
+    module = opacus_module("accountants.analysis.rdp")
+    if module.__name__.startswith(f"{PRIVATE_ROOT}.") and not hasattr(module._compute_rdp, "cache_info"):
+        module._compute_rdp = _memoised(module._compute_rdp)
+    return module
 
 
 @cache
 def prv_analysis() -> SimpleNamespace:
     """The functions and classes of Opacus's ``opacus.accountants.analysis.prv`` that the PRV accountant composes
-    (``PRVAccountant._get_dprv``), loaded without ``opacus/__init__.py``."""
+    (``PRVAccountant._get_dprv``), loaded without ``opacus/__init__.py`` (after :func:`rdp_analysis`, so that
+    ``prvs.py``, which imports ``_compute_rdp`` by name, binds the memoised one)."""
+    rdp_analysis()
     prvs = opacus_module("accountants.analysis.prv.prvs")
     domain = opacus_module("accountants.analysis.prv.domain")
     compose = opacus_module("accountants.analysis.prv.compose")

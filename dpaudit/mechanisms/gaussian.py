@@ -26,7 +26,6 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy.special import log_ndtr, logsumexp
 
 from dpaudit.errors import InvalidParameter
 from dpaudit.events import GaussianEvent
@@ -83,6 +82,8 @@ def analytic_gaussian_delta(sigma: float, epsilon: float, sensitivity: float) ->
     r = sensitivity / sigma
     s = epsilon * sigma / sensitivity
     a, b = 0.5 * r - s, -0.5 * r - s
+    from scipy.special import log_ndtr  # here: `dpaudit report` imports this module, and needs no scipy
+
     log_p, log_q = float(log_ndtr(a)), float(log_ndtr(b))
     slack = allowance(epsilon, log_p, log_q, (1.0 + abs(a) + abs(b)) * (r + s))
     if math.isinf(log_p):  # Φ(a) underflows even in the log domain; δ ≤ Φ(a)
@@ -176,6 +177,8 @@ def _log_normaliser_lower(sigma: float) -> float:
     Two lower bounds, the larger taken: Poisson summation gives Z = √(2π)σ·Σ_k exp(−2π²σ²k²) ≥ √(2π)σ (tight to
     10⁻⁸ for σ ≥ 1), and the partial sum over |y| ≤ 64 (exact to float precision for σ ≤ 5).
     """
+    from scipy.special import logsumexp  # here: `dpaudit report` imports this module, and needs no scipy
+
     poisson = math.log(math.sqrt(2.0 * math.pi) * sigma)
     y = np.arange(1, 65, dtype=np.float64)
     partial = float(np.logaddexp(0.0, math.log(2.0) + logsumexp(-(y * y) / (2.0 * sigma * sigma))))
@@ -192,6 +195,8 @@ def _discrete_gaussian_delta_thm7(sigma: float, shift: int, epsilon: float) -> f
     add at most ∫_{y₁}^∞ w = √(2π)σ·Φ(−y₁/σ), which is added. Z is replaced by a lower bound
     (:func:`_log_normaliser_lower`), each factor and the sum by upper bounds (floating-point allowance).
     """
+    from scipy.special import log_ndtr, logsumexp  # here: `dpaudit report` imports this module, and needs no scipy
+
     t1 = Fraction(epsilon) * Fraction(sigma) ** 2 / shift - Fraction(shift, 2)
     y0 = math.floor(t1) + 1
     y1 = max(y0, 0) + math.ceil(_TAIL_SIGMAS * sigma)

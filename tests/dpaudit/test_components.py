@@ -105,10 +105,54 @@ def test_component_costs_of_a_single_component_reuse_the_claim(bundle):
 
 
 def test_report_of_a_closed_run_imports_no_accountant(bundle):
-    """The report reads the signed components: no dp_accounting (nearly a second of start-up) for a closed run."""
+    """The report reads the signed components: no dp_accounting (nearly a second of start-up) for a closed run, and
+    no scipy (the Gaussian mechanism's module, which the report's record decoding imports, defers it)."""
     code = ("import sys\nfrom dpaudit.cli import main\nimport atexit\n"
-            "atexit.register(lambda: print('LOADED', 'dp_accounting' in sys.modules, file=sys.stderr))\n"
+            "atexit.register(lambda: print('LOADED', 'dp_accounting' in sys.modules, 'scipy' in sys.modules, "
+            "file=sys.stderr))\n"
             f"main(['report', {str(bundle)!r}])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.strip().splitlines()[-1] == "LOADED False"
+    assert done.stderr.strip().splitlines()[-1] == "LOADED False False"
+
+
+def test_verify_recomputes_each_component_with_the_member_that_attained_it_only(bundle, monkeypatch):
+    """Speed (issue 14): verify recomputes a component with the member its ``attained_by`` names (here pld), not
+    through every member of the tightest accountant; any other member being called fails the test."""
+    from dpaudit.accounting.advanced import AdvancedComposition
+    from dpaudit.accounting.basic import BasicComposition
+    from dpaudit.accounting.rdp import RdpAccountant
+
+    assert {c["attained_by"] for c in _certificate(bundle)["components"]} == {"pld"}
+
+    def not_called(self, *args, **kwargs):
+        raise AssertionError(f"{self.name} was called")
+
+    for cls in (RdpAccountant, AdvancedComposition, BasicComposition):
+        monkeypatch.setattr(cls, "_epsilon_for", not_called)
+    assert _failed(bundle) == {}
+
+
+@pytest.mark.parametrize("named", ["rdp", "basic", "advanced", "prv", "tightest", "no-such-accountant", None, 7,
+                                   "rdp (pld outside its controlled regime: forged)"])
+def test_a_forged_lower_component_claim_is_caught_whatever_accountant_it_names(bundle, tmp_path, named):
+    """Attack: the forger also renames the accountant that attained the lowered component, to one that fails on it
+    (prv models no Laplace), one the run's accountant does not use, or one looser than the truth. verify then
+    recomputes with the run's accountant or with a bound at least as large: the lowered claim is still caught."""
+    def lower(cert: dict) -> None:
+        cert["components"][0].update(epsilon=cert["components"][0]["epsilon"] * 0.99, attained_by=named)
+
+    _resign(bundle, tmp_path, edit=lower)
+    failed = _failed(bundle)
+    assert set(failed) == {"components"} and "session/laplace" in failed["components"]
+
+
+def test_a_component_that_names_a_looser_member_must_claim_that_members_bound(bundle, tmp_path):
+    """Naming a member makes the check stricter, never looser: the Gaussian release's honest tightest ε (pld) under
+    the name "basic", whose bound (its declared ε) is larger, fails."""
+    def rename(cert: dict) -> None:
+        assert cert["components"][1]["epsilon"] < 0.3  # the pld bound, below basic composition's 0.3
+        cert["components"][1]["attained_by"] = "basic"
+
+    _resign(bundle, tmp_path, edit=rename)
+    assert set(_failed(bundle)) == {"components"}

@@ -91,3 +91,25 @@ def test_prv_bounds_are_opacus_numbers_without_importing_opacus_or_torch():
         accountant.history = [(sigma, q, k) for q, sigma, k in history]
         assert upper == accountant.get_epsilon(1e-5)  # Opacus's own get_epsilon returns ε_upper
         assert lower <= estimate <= upper
+
+
+def test_the_private_copy_memoises_each_order_and_the_real_opacus_is_left_alone():
+    """Opacus's PRV domain rule evaluates the same curve twice: in the private copy the second pass is read from the
+    cache, with Opacus's numbers; a process that imported the real Opacus (this one) gets it unpatched."""
+    from opacus.accountants.analysis import rdp as real
+
+    from dpaudit.accounting.opacus_analysis import rdp_analysis
+
+    assert rdp_analysis() is real and not hasattr(real._compute_rdp, "cache_info")
+    code = ("import json\n"
+            "from dpaudit.accounting.opacus_analysis import rdp_analysis\n"
+            "from dpaudit.accounting.prv import prv_bounds\n"
+            f"first = prv_bounds({PRV_HISTORIES[0]!r}, 1e-5)\n"
+            "info = rdp_analysis()._compute_rdp.cache_info()\n"
+            f"again = [float(rdp_analysis().compute_rdp(q=q, noise_multiplier=s, steps=1, orders=a)) "
+            f"for q, s, a in {CASES!r}]\n"
+            "print(json.dumps({'hits': info.hits, 'misses': info.misses, 'again': again}))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    out = json.loads(done.stdout)
+    assert out["hits"] >= out["misses"] > 0  # the second pass over Opacus's orders: every value from the cache
+    assert out["again"] == [float(compute_rdp(q=q, noise_multiplier=s, steps=1, orders=a)) for q, s, a in CASES]
