@@ -19,10 +19,12 @@ belonging to a record whose append never returned. :meth:`Ledger.open` cuts such
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import math
 import os
+import secrets
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -127,42 +129,160 @@ class Record:
                 or a line that is not in canonical form.
         """
         text = line[:-1] if line.endswith("\n") else line
+        return _record_of_line(text, text.encode("utf-8"))
+
+
+def _record_of_line(text: str, raw: bytes, repeats: _Repeats | None = None) -> Record:
+    """:meth:`Record.from_line` of the line ``text`` (no newline), whose UTF-8 bytes are ``raw``: the reader's path,
+    one parse, one canonical re-encoding and one SHA-256 per line, no other copy of the line. With ``repeats`` (one
+    per read), the body members an earlier line held are neither parsed nor re-encoded again (:class:`_Repeats`).
+
+    Raises:
+        LedgerError: as :meth:`Record.from_line`.
+    """
+    obj = None if repeats is None else repeats.parse(text)
+    if obj is None:
+        obj = _canonical_object(text)
+        if repeats is not None:
+            repeats.learn(obj["body"])
+    record = object.__new__(Record)
+    # the fields exactly as the dataclass's __init__ sets them (it has no __post_init__), without its six
+    # ``object.__setattr__`` calls; the content digest is not a dataclass field: a record built or
+    # ``dataclasses.replace``\ d in code has none and encodes anew, and ``asdict`` / equality never see it
+    record.__dict__.update(seq=obj["seq"], type=obj["type"], time=obj["time"], prev=obj["prev"], body=obj["body"],
+                           hash=obj["hash"])
+    record.__dict__[_LINE_DIGEST] = _content_digest(raw, obj["hash"])
+    return record
+
+
+def _canonical_object(text: str) -> dict[str, Any]:
+    """The record object of the line ``text``, checked: its fields and their types, and that ``text`` is its
+    canonical encoding.
+
+    Raises:
+        LedgerError: as :meth:`Record.from_line`.
+    """
+    try:
+        obj = _DECODER.decode(text)
+    except (ValueError, RecursionError) as err:
+        raise LedgerError(f"not valid JSON: {err}") from err
+    if type(obj) is not dict:
+        raise LedgerError(f"a record must be a JSON object, got {obj.__class__.__name__}")
+    _check_fields(obj)
+    try:
+        canonical_text = canonical.dumps_parsed(obj)
+    except ValueError as err:  # a number that overflowed to infinity while parsing
+        raise LedgerError(f"not canonical JSON: {err}") from err
+    if canonical_text != text:
+        raise LedgerError("not in canonical JSON form (whitespace, key order, duplicate keys or number format)")
+    return obj
+
+
+def _check_fields(obj: dict[str, Any]) -> None:
+    """The record object has exactly the six fields, of their types.
+
+    Raises:
+        LedgerError: a missing or extra field, or one of the wrong type.
+    """
+    if obj.keys() != _FIELDS:
+        missing, extra = sorted(_FIELDS - set(obj)), sorted(set(obj) - _FIELDS)
+        raise LedgerError(f"wrong fields: missing {missing}, unexpected {extra}")
+    seq, rtype, rtime, prev, body, rhash = obj["seq"], obj["type"], obj["time"], obj["prev"], obj["body"], obj["hash"]
+    if type(seq) is not int or seq < 0:  # the parser makes int (never bool) of an integer
+        raise LedgerError(f"seq must be a non-negative integer, got {seq!r}")
+    if type(rtype) is not str or not rtype:
+        raise LedgerError(f"type must be a non-empty string, got {rtype!r}")
+    if type(rtime) is not float or not math.isfinite(rtime):
+        raise LedgerError(f"time must be a finite float, got {rtime!r}")
+    for name, value in (("prev", prev), ("hash", rhash)):
+        if type(value) is not str or not _HEX64(value):
+            raise LedgerError(f"{name} must be 64 lowercase hex digits, got {value!r}")
+    if type(body) is not dict:
+        raise LedgerError(f"body must be a JSON object, got {body.__class__.__name__}")
+
+
+#: how many object-valued body members a :class:`_Repeats` remembers (the latest), and the shortest it remembers
+REPEATS_KEPT = 4
+REPEAT_MIN_CHARS = 64
+
+
+class _Repeats:
+    """Object-valued body members met earlier in one read of a ledger, so that a line repeating one (10⁵ charges of
+    one event) is parsed and re-encoded without it.
+
+    For a remembered member ``"key":S`` (S the canonical text of an earlier line's ``body[key]``), a line holding that
+    text is parsed with a marker in place of S: a fresh random string ``"<nonce>-i"`` per replaced member, the nonce
+    drawn once per process and absent from the line. The shortcut is taken only if the shortened line is a valid
+    record in canonical form whose ``body[key]`` is exactly marker i for each replaced member i; then the record is
+    the shortened one with ``body[key]`` set to the earlier (shared, never mutated) value. That is the line's parse,
+    and the line is canonical: each marker's canonical text occurs once in the shortened line, at ``body[key]``, so
+    the line is the shortened line with S in that place; S is the canonical encoding of that value, and a canonical
+    encoding (or a parse) of an object is its members' in key order. Where any condition fails the line is parsed
+    whole, as without a shortcut (same record, same errors).
+
+    Remembering costs an encoding of the members, so after n lines in a row without the shortcut only the lines
+    numbered by a power of two are learnt from (a ledger whose members never repeat pays for about log n of them).
+    """
+
+    _NONCE = "dpaudit-member-" + secrets.token_hex(16)
+
+    def __init__(self) -> None:
+        self._members: dict[str, tuple[str, int, Any]] = {}  # '"key":S' -> (key, len(S), the value S encodes)
+        self._misses = 0  # lines in a row parsed whole
+
+    def learn(self, body: dict[str, Any]) -> None:
+        """Remember the object-valued members of a checked record's body (the latest :data:`REPEATS_KEPT`), on the
+        1st, 2nd, 4th, 8th, ... line in a row that the shortcut did not read."""
+        self._misses += 1
+        if self._misses & (self._misses - 1):
+            return
+        for key, value in body.items():
+            if type(value) is dict:
+                text = canonical.dumps_parsed(value)
+                if len(text) >= REPEAT_MIN_CHARS:
+                    needle = canonical.dumps_parsed(key) + ":" + text
+                    if needle not in self._members:
+                        self._members[needle] = (key, len(text), value)
+                        if len(self._members) > REPEATS_KEPT:
+                            del self._members[next(iter(self._members))]
+
+    def parse(self, text: str) -> dict[str, Any] | None:
+        """The checked record object of the line ``text`` by the shortcut, or None where it does not apply."""
+        if not self._members:
+            return None
+        short, replaced = text, []
+        for needle, (key, size, value) in self._members.items():
+            at = short.find(needle)
+            if at >= 0:
+                start = at + len(needle) - size
+                short = f'{short[:start]}"{self._NONCE}-{len(replaced)}"{short[start + size:]}'
+                replaced.append((key, value))
+        if not replaced or self._NONCE in text or short.count(self._NONCE) != len(replaced):
+            return None  # (a marker lost to a later replacement, or a line naming the nonce itself)
         try:
-            obj = _DECODER.decode(text)
-        except (ValueError, RecursionError) as err:
-            raise LedgerError(f"not valid JSON: {err}") from err
-        if not isinstance(obj, dict):
-            raise LedgerError(f"a record must be a JSON object, got {obj.__class__.__name__}")
-        if set(obj) != _FIELDS:
-            missing, extra = sorted(_FIELDS - set(obj)), sorted(set(obj) - _FIELDS)
-            raise LedgerError(f"wrong fields: missing {missing}, unexpected {extra}")
-        seq, rtype, rtime, prev, body, rhash = (obj[k] for k in ("seq", "type", "time", "prev", "body", "hash"))
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-            raise LedgerError(f"seq must be a non-negative integer, got {seq!r}")
-        if not isinstance(rtype, str) or not rtype:
-            raise LedgerError(f"type must be a non-empty string, got {rtype!r}")
-        if not isinstance(rtime, float) or not math.isfinite(rtime):
-            raise LedgerError(f"time must be a finite float, got {rtime!r}")
-        for name, value in (("prev", prev), ("hash", rhash)):
-            if not isinstance(value, str) or not canonical.SHA256_HEX.fullmatch(value):
-                raise LedgerError(f"{name} must be 64 lowercase hex digits, got {value!r}")
-        if not isinstance(body, dict):
-            raise LedgerError(f"body must be a JSON object, got {body.__class__.__name__}")
-        try:
-            canonical_text = canonical.dumps(obj)
-        except ValueError as err:  # a number that overflowed to infinity while parsing
-            raise LedgerError(f"not canonical JSON: {err}") from err
-        if canonical_text != text:
-            raise LedgerError("not in canonical JSON form (whitespace, key order, duplicate keys or number format)")
-        record = cls(seq=seq, type=rtype, time=rtime, prev=prev, body=body, hash=rhash)
-        # not a dataclass field: a record built or ``dataclasses.replace``\ d in code has none and encodes anew,
-        # and ``asdict`` / equality never see it
-        object.__setattr__(record, _LINE_DIGEST, _content_digest(text.encode("utf-8"), rhash))
-        return record
+            obj = _DECODER.decode(short)
+            if type(obj) is not dict:
+                return None
+            _check_fields(obj)
+            body = obj["body"]
+            if any(body.get(key) != f"{self._NONCE}-{i}" for i, (key, _) in enumerate(replaced)) \
+                    or canonical.dumps_parsed(obj) != short:
+                return None
+        except (ValueError, RecursionError, LedgerError):
+            return None  # the whole line is parsed instead, and reports its own error
+        for key, value in replaced:
+            body[key] = value
+        self._misses = 0
+        return obj
+
+
+#: fullmatch of 64 lowercase hex digits (:data:`dpaudit.canonical.SHA256_HEX`)
+_HEX64 = canonical.SHA256_HEX.fullmatch
 
 
 #: what the canonical line holds between the body and ``prev``: the ``"hash"`` member (keys are sorted)
 _HASH_MEMBER = ',"hash":"'
+_HASH_MEMBER_BYTES = _HASH_MEMBER.encode("ascii")
 
 
 def _content_digest(line: bytes, rhash: str) -> str | None:
@@ -174,11 +294,13 @@ def _content_digest(line: bytes, rhash: str) -> str | None:
     the other five fields (the encoding of an object is its members' encodings in key order). None where the line
     does not have that shape (then :meth:`Record.compute_hash` encodes the fields anew).
     """
-    member = (_HASH_MEMBER + rhash + '"').encode("ascii")
-    at = line.rfind(_HASH_MEMBER.encode("ascii"))
+    at = line.rfind(_HASH_MEMBER_BYTES)
+    member = _HASH_MEMBER_BYTES + rhash.encode("ascii") + b'"'
     if at < 0 or not line.startswith(member, at):  # cannot happen for a canonical line; then encode anew
         return None
-    return canonical.sha256_hex(line[:at] + line[at + len(member):])
+    digest = hashlib.sha256(memoryview(line)[:at])
+    digest.update(memoryview(line)[at + len(member):])
+    return digest.hexdigest()
 
 
 def _new_record(seq: int, rtype: str, body: dict[str, Any], prev: str, rtime: float) -> Record:
@@ -207,12 +329,13 @@ def _parse_lines(lines: list[bytes | None], tail: bytes | None) -> _Parsed:
     longer than :data:`MAX_LINE_BYTES`, never read whole."""
     records: list[Record] = []
     problems: list[str] = []
+    repeats = _Repeats()
     for n, raw in enumerate(lines, start=1):
         if raw is None:
             problems.append(f"line {n}: {MALFORMED}: longer than {MAX_LINE_BYTES} bytes")
             continue
         try:
-            records.append(Record.from_line(raw.decode("utf-8")))
+            records.append(_record_of_line(raw.decode("utf-8"), raw, repeats))
         except (UnicodeDecodeError, LedgerError) as err:
             problems.append(f"line {n}: {MALFORMED}: {err}")
     line_problems = list(problems)

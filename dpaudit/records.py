@@ -20,7 +20,11 @@ close      :class:`CloseBody`   last record
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import functools
+import marshal
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -81,6 +85,40 @@ def _names(body: Mapping[str, Any], kind: str, name: str) -> tuple[str, ...]:
     return tuple(values)
 
 
+_Parsed = dict[tuple[int, type], tuple[Any, Any]]
+_KEPT: ContextVar[_Parsed | None] = ContextVar("dpaudit_bodies_kept", default=None)
+
+
+@contextlib.contextmanager
+def bodies_kept() -> Iterator[None]:
+    """Within the block (in this thread), each body object is parsed once per body class, however many readers parse
+    it (``verify`` checks the charges and releases, recomposes the components and regenerates the report, each from
+    the same records).
+
+    Keyed by object identity, so it costs no hashing of bodies and cannot confuse two bodies; the kept entries hold
+    the bodies, so no identity is reused meanwhile, and they are dropped when the block ends. Sound because record
+    bodies are never mutated (:class:`dpaudit.ledger.Record`); a body that fails to parse is parsed (and fails) again.
+    """
+    token = _KEPT.set({})
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+def _parsed_once(cls: type, body: Any, parse: Callable[[Any], Any]) -> Any:
+    """``parse(body)``, remembered for ``body``'s object within :func:`bodies_kept` (also for the members that
+    equal bodies share: a ledger read gives repeated members one object, :mod:`dpaudit.ledger`); ``cls`` names what
+    ``parse`` makes of it."""
+    kept = _KEPT.get()
+    if kept is None:
+        return parse(body)
+    found = kept.get((id(body), cls))
+    if found is None:
+        found = kept[(id(body), cls)] = (body, parse(body))
+    return found[1]
+
+
 @dataclass(frozen=True)
 class OpenBody:
     """The ``open`` record: the session's budget and public metadata, fixed before any data is touched.
@@ -100,6 +138,8 @@ class OpenBody:
         store_id: the run store's id (None likewise).
         signing_key_fingerprint: the fingerprint of the key that signs the certificate (None likewise).
         adaptive: the Rényi filter's description for an adaptive session, None otherwise.
+        declarations: what the user declared about the data outside this run (``other_releases``,
+            ``data_custody``: :mod:`dpaudit.nist_fields`); None in ledgers written before the field.
     """
 
     TYPE: ClassVar[str] = OPEN
@@ -118,6 +158,7 @@ class OpenBody:
     store_id: str | None = None
     signing_key_fingerprint: str | None = None
     adaptive: Mapping[str, Any] | None = None
+    declarations: Mapping[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -128,7 +169,8 @@ class OpenBody:
         }
         optional = {"run_id": self.run_id, "store_id": self.store_id,
                     "signing_key_fingerprint": self.signing_key_fingerprint,
-                    "adaptive": None if self.adaptive is None else dict(self.adaptive)}
+                    "adaptive": None if self.adaptive is None else dict(self.adaptive),
+                    "declarations": None if self.declarations is None else dict(self.declarations)}
         out.update({k: v for k, v in optional.items() if v is not None})
         return out
 
@@ -150,7 +192,8 @@ class OpenBody:
                    run_id=_get(b, OPEN, "run_id", str, optional=True),
                    store_id=_get(b, OPEN, "store_id", str, optional=True),
                    signing_key_fingerprint=_get(b, OPEN, "signing_key_fingerprint", str, optional=True),
-                   adaptive=_get(b, OPEN, "adaptive", Mapping, optional=True))
+                   adaptive=_get(b, OPEN, "adaptive", Mapping, optional=True),
+                   declarations=_get(b, OPEN, "declarations", Mapping, optional=True))
 
     @property
     def epsilon(self) -> float:
@@ -201,21 +244,21 @@ class ChargeBody:
 
     @classmethod
     def from_dict(cls, body: Any) -> ChargeBody:
-        """Parse a ``charge`` body.
+        """Parse a ``charge`` body (once per body object within :func:`bodies_kept`).
 
         Raises:
             LedgerError: a missing field or one of the wrong type, or a malformed imputation rule.
         """
+        return _parsed_once(cls, body, cls._parse)
+
+    @classmethod
+    def _parse(cls, body: Any) -> ChargeBody:
         b = _mapping(body, CHARGE)
         imputation = _get(b, CHARGE, "imputation", Mapping, optional=True)
         if imputation is not None:
-            # imported here: the mechanisms package loads scipy (a second of start-up for readers of the ledger)
-            from dpaudit.mechanisms.private_inputs import Imputation
-
-            try:
-                Imputation.from_dict(imputation)
-            except InvalidParameter as exc:
-                raise LedgerError(f"{CHARGE} record field 'imputation': {exc}") from None
+            problem = _parsed_once(Mapping, imputation, _imputation_problem_by_value)
+            if problem is not None:
+                raise LedgerError(f"{CHARGE} record field 'imputation': {problem}")
         data = _get(b, CHARGE, "data", list, optional=True) or []
         if not all(isinstance(name, str) for name in data):
             raise LedgerError(f"{CHARGE} record field 'data' must list data set names")
@@ -227,10 +270,75 @@ class ChargeBody:
     def privacy_event(self) -> PrivacyEvent:
         """The charged event, decoded.
 
+        Equal descriptions (equal with the same types, :func:`_by_value`) decode to one shared, immutable event
+        object, decoded once (:func:`_event_of_key`): 10⁵ identical charges cost one decoding, and the accountants,
+        which describe each event object once (``charges.descriptions_kept``), describe them once. The decoded
+        event is kept on this body (not a field).
+
         Raises:
             DPAuditError: the description is not a known, valid event.
         """
-        return PrivacyEvent.from_dict(self.event)
+        event = self.__dict__.get("_event")
+        if event is None:
+            event = _parsed_once(PrivacyEvent, self.event, _event_by_value)
+            object.__setattr__(self, "_event", event)  # not a field: equality, hashing and ``asdict`` never see it
+        return event
+
+
+#: the version of the ``marshal`` format of :func:`_by_value`'s keys: 2 writes every object in full (3 and later
+#: write back-references that depend on how objects are shared, which would only cost cache hits)
+_KEY_FORMAT = 2
+
+
+def _by_value(cached: Callable[[bytes], Any], direct: Callable[[Any], Any], value: Mapping[str, Any]) -> Any:
+    """``direct(value)``, through ``cached`` (a function of ``value``'s serialization) when ``value`` is plain data.
+
+    The key is ``marshal.dumps(value)``: a serialization that ``marshal.loads`` inverts with types, so two values with
+    the same key are equal *with the same types* (``1``, ``1.0``, ``True`` and ``-0.0``, ``0.0`` differ, unlike
+    under Python's ``==``), and ``cached(key)`` decodes ``marshal.loads(key)``, a copy of ``value``. A JSON value
+    that is not the same with its exact types (e.g. ``true`` for ``1``) therefore never gets another's decoding.
+    """
+    try:
+        key = marshal.dumps(value, _KEY_FORMAT)
+    except ValueError:  # not plain data (a mapping built in code): decoded directly
+        return direct(value)
+    return cached(key)
+
+
+def _event_by_value(event: Mapping[str, Any]) -> PrivacyEvent:
+    """The decoded event, one object per distinct description (:func:`_by_value`)."""
+    return _by_value(_event_of_key, PrivacyEvent.from_dict, event)
+
+
+@functools.lru_cache(maxsize=1024)
+def _event_of_key(key: bytes) -> PrivacyEvent:
+    """The event whose description serializes to ``key`` (:func:`_by_value`), one object per distinct description
+    (events are immutable)."""
+    return PrivacyEvent.from_dict(marshal.loads(key))
+
+
+def _imputation_problem(rule: Mapping[str, Any]) -> str | None:
+    """Why the ``imputation`` field of a charge is not a valid rule; None when it is."""
+    # imported here: the mechanisms package loads scipy (a second of start-up for readers of the ledger)
+    from dpaudit.mechanisms.private_inputs import Imputation
+
+    try:
+        Imputation.from_dict(rule)
+    except InvalidParameter as exc:
+        return str(exc)
+    return None
+
+
+def _imputation_problem_by_value(rule: Mapping[str, Any]) -> str | None:
+    """:func:`_imputation_problem`, once per distinct rule (:func:`_by_value`)."""
+    return _by_value(_imputation_problem_of_key, _imputation_problem, rule)
+
+
+@functools.lru_cache(maxsize=256)
+def _imputation_problem_of_key(key: bytes) -> str | None:
+    """:func:`_imputation_problem` of the rule that serializes to ``key`` (:func:`_by_value`), checked once per
+    distinct rule."""
+    return _imputation_problem(marshal.loads(key))
 
 
 @dataclass(frozen=True)
@@ -270,11 +378,15 @@ class ReleaseBody:
 
     @classmethod
     def from_dict(cls, body: Any) -> ReleaseBody:
-        """Parse a ``release`` body.
+        """Parse a ``release`` body (once per body object within :func:`bodies_kept`).
 
         Raises:
             LedgerError: a missing field or one of the wrong type.
         """
+        return _parsed_once(cls, body, cls._parse)
+
+    @classmethod
+    def _parse(cls, body: Any) -> ReleaseBody:
         b = _mapping(body, RELEASE)
         if "output" not in b:
             raise LedgerError(f"{RELEASE} record body lacks 'output'")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpaudit import canonical
 from dpaudit.errors import VerificationError
@@ -65,3 +68,19 @@ def test_read_object_refuses_links_devices_fifos_and_oversized_files(tmp_path):
                          (tmp_path / "missing.json", "cannot read")):
         with pytest.raises(VerificationError, match=reason):
             canonical.read_object(path, VerificationError)
+
+
+def test_dumps_parsed_is_dumps_for_every_parsed_value():
+    scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+    values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                          | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=20)
+
+    @settings(max_examples=300, deadline=None, derandomize=True)
+    @given(st.dictionaries(st.text(max_size=6), values, max_size=5))
+    def same(obj):
+        parsed = json.loads(canonical.dumps(obj))
+        assert canonical.dumps_parsed(parsed) == canonical.dumps(parsed)
+
+    same()
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        canonical.dumps_parsed({"a": [float("inf")]})

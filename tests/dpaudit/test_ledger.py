@@ -683,3 +683,86 @@ def test_a_non_canonical_re_encoding_in_the_middle_of_ten_thousand_is_caught(big
     assert problems == [f"line 5001: {MALFORMED}: not in canonical JSON form (whitespace, key order, duplicate keys "
                         "or number format)"]
     assert len(records) == 9_999
+
+
+# --- repeated body members (10⁵ charges of one event): parsed once, every line still checked whole -----------------
+
+#: an object-valued member long enough for the reader to remember (ledger.REPEAT_MIN_CHARS)
+EVENT = {"kind": "laplace", "label": "count of the rows " * 4, "sensitivity": {"value": 1.0, "inputs": {}}}
+OTHER = {**EVENT, "label": "another query " * 6}
+
+
+def _ledger_of(path: Path, bodies: list[dict]) -> list[str]:
+    with Ledger.create(path) as ledger:
+        for body in bodies:
+            ledger.append("charge", body)
+    return _lines(path)
+
+
+def _read_each_line_alone(path: Path) -> list[Record]:
+    return [Record.from_line(line) for line in _lines(path)]
+
+
+def test_repeated_members_are_read_once_and_shared(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    _ledger_of(path, [{"event": EVENT, "n": i, "imputation": {"nan": 0.0}} for i in range(6)])
+    records, problems = read_records(path)
+    assert problems == [] and verify_chain(records) == []
+    assert records == _read_each_line_alone(path)
+    assert all(r.body["event"] is records[0].body["event"] for r in records)  # the shortcut was taken
+    assert all(r.compute_hash() == canonical.sha256_hex(canonical.encode(
+        {"seq": r.seq, "type": r.type, "time": r.time, "prev": r.prev, "body": r.body})) for r in records)
+
+
+@pytest.mark.parametrize("body", [
+    {'a"event': EVENT, "event": OTHER},  # the remembered text first appears under another key (escaped quote)
+    {'a"event': EVENT, "event": EVENT},
+    {"event": OTHER, "label": json.dumps({"event": EVENT})},  # inside a string: quotes escaped, never matched
+    {"event": {"event": EVENT}},  # one level down
+    {"event": [EVENT]},
+    {"event": EVENT, "other": EVENT},  # two members holding the one remembered text
+])
+def test_a_remembered_member_elsewhere_in_a_line_is_read_as_written(tmp_path: Path, body: dict) -> None:
+    """Attack: the text of a remembered member in another place of a later line; the record read is the line's."""
+    path = tmp_path / "l.jsonl"
+    _ledger_of(path, [{"event": EVENT}, {"event": OTHER}, body, {"event": EVENT}])
+    records, problems = read_records(path)
+    assert problems == [] and verify_chain(records) == []
+    assert records == _read_each_line_alone(path)
+    assert records[2].body == json.loads(canonical.dumps(body))
+
+
+@pytest.mark.parametrize(("edit", "problem"), [
+    (lambda line: line.replace('"n":1', '"n": 1'), "not in canonical JSON form"),
+    (lambda line: line.replace('{"event":', '{"event":' + canonical.dumps(EVENT) + ',"event":', 1),
+     "not in canonical JSON form"),  # the remembered member twice: a duplicate key
+    (lambda line: line.replace('"n":1', '"n":1e0'), "not in canonical JSON form"),
+    (lambda line: line.replace('"n":1', '"n":NaN'), "not valid JSON"),
+    (lambda line: line.replace('"seq":1', '"seq":true'), "seq must be a non-negative integer"),
+    (lambda line: line.replace(canonical.dumps(EVENT), canonical.dumps(EVENT).replace(":1.0", ":1.00"), 1),
+     "not in canonical JSON form"),
+])
+def test_a_line_repeating_a_member_is_still_checked_whole(tmp_path: Path, edit, problem: str) -> None:
+    """A non-canonical or malformed line that repeats a remembered member gets the whole-line parser's verdict."""
+    path = tmp_path / "l.jsonl"
+    lines = _ledger_of(path, [{"event": EVENT, "n": i} for i in range(3)])
+    edited = edit(lines[1])
+    assert edited != lines[1]
+    path.write_text("".join([lines[0], edited, lines[2]]), encoding="utf-8")
+    records, problems = read_records(path)
+    assert len(problems) == 1 and problems[0].startswith(f"line 2: {MALFORMED}: {problem}"), problems
+    with pytest.raises(LedgerError, match=problem):
+        Record.from_line(edited)
+    assert records == [Record.from_line(lines[0]), Record.from_line(lines[2])]
+
+
+def test_a_line_naming_the_readers_marker_is_read_as_written(tmp_path: Path) -> None:
+    """Attack by someone who knows the process's marker nonce (an outsider cannot: it is drawn at random): the marker
+    at the member's place and the remembered text one level down. The line is parsed whole."""
+    marker = f"{ledger_module._Repeats._NONCE}-0"
+    body = {"event": marker, "nested": {"event": EVENT}}
+    path = tmp_path / "l.jsonl"
+    _ledger_of(path, [{"event": EVENT}, body])
+    records, problems = read_records(path)
+    assert problems == [] and records == _read_each_line_alone(path)
+    assert records[1].body == body

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from dpaudit.errors import LedgerError
+from dpaudit.errors import DPAuditError, LedgerError
 from dpaudit.events import PrivacyEvent
 from dpaudit.ledger import read_records
 from dpaudit.records import (
@@ -21,6 +21,7 @@ from dpaudit.records import (
     CloseBody,
     OpenBody,
     ReleaseBody,
+    bodies_kept,
     parse_body,
 )
 from dpaudit.sensitivity import declared
@@ -78,6 +79,51 @@ def test_a_charge_body_decodes_its_event(make_session):
     assert body.privacy_event() == PrivacyEvent.from_dict(charge.body["event"])
     assert (body.plugin, body.mechanism) == ("session", "laplace")
 
+
+
+def _charge_bodies(make_session):
+    """Two charge bodies of the same Laplace release, as separate JSON objects (two charges of the ledger)."""
+    s = make_session()
+    for _ in range(2):
+        s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
+    return [r.body for r in _ledger(s) if r.type == CHARGE]
+
+
+def test_equal_charges_share_one_decoded_event(make_session):
+    first, second = _charge_bodies(make_session)
+    assert first is not second and first["event"] == second["event"]
+    assert ChargeBody.from_dict(first).privacy_event() is ChargeBody.from_dict(second).privacy_event()
+
+
+@pytest.mark.parametrize(("field", "value"), [("dimension", True), ("dimension", 1.0)])
+def test_a_value_equal_only_up_to_its_type_gets_no_other_charges_decoding(make_session, field, value):
+    # Python's == holds for 1 == 1.0 == True: a decoding shared by == would accept the second event because the
+    # first (with the integer 1) was valid; keyed by the exact value, it is decoded, and refused, on its own
+    first, second = _charge_bodies(make_session)
+    ChargeBody.from_dict(first).privacy_event()
+    second["event"][field] = value
+    assert second["event"] == first["event"]
+    with pytest.raises(DPAuditError, match="whole number"):
+        ChargeBody.from_dict(second).privacy_event()
+
+
+def test_a_malformed_imputation_rule_is_refused_after_a_valid_one(make_session):
+    first, second = _charge_bodies(make_session)
+    ChargeBody.from_dict(first)
+    second["imputation"]["nan"] = False  # == 0.0, the rule's value: valid only if it borrowed the first's check
+    assert second["imputation"] == first["imputation"]
+    with pytest.raises(LedgerError, match="imputation"):
+        ChargeBody.from_dict(second)
+
+
+def test_within_bodies_kept_a_body_object_is_parsed_once(make_session):
+    first, second = _charge_bodies(make_session)
+    with bodies_kept():
+        parsed = ChargeBody.from_dict(first)
+        assert ChargeBody.from_dict(first) is parsed
+        assert ChargeBody.from_dict(second) is not parsed  # another object, parsed on its own
+        assert ChargeBody.from_dict(copy.deepcopy(first)) is not parsed
+    assert ChargeBody.from_dict(first) is not parsed  # nothing kept after the block
 
 def _body(record_type):
     event = {"kind": "laplace", "sensitivity": declared(1.0, "l1", "test").to_dict()}
