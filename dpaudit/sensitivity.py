@@ -126,7 +126,7 @@ class Sensitivity:
         check_positive("sensitivity", self.value)
         object.__setattr__(self, "failure_probability", check_delta(self.failure_probability, "failure_probability"))
         object.__setattr__(self, "norm", Norm(self.norm))
-        object.__setattr__(self, "inputs", tuple(sorted((str(k), v) for k, v in self.inputs)))
+        object.__setattr__(self, "inputs", tuple(sorted((str(k), _frozen(v)) for k, v in self.inputs)))
 
     @property
     def input_map(self) -> dict[str, Any]:
@@ -186,6 +186,12 @@ class Sensitivity:
 
 
 DECLARED = "declared"
+
+
+def _frozen(value: Any) -> Any:
+    """A formula input with every list turned into a tuple (recursively), so that the sensitivity, and the event
+    that carries it, stay hashable whether the inputs came from the caller or from a ledger record's JSON."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 def declared(value: float, norm: Norm | str, reason: str) -> Sensitivity:
