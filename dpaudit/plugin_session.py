@@ -132,6 +132,10 @@ class PluginSession:
     def log_public_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
         self._session.log_public_metrics(metrics, step, plugin=self._name)
 
+    def log_public_artifact(self, name: str, data: bytes) -> None:
+        """Attach a file of public content to the session's MLflow run (:meth:`Session.log_public_artifact`)."""
+        self._session.log_public_artifact(name, data, plugin=self._name)
+
     def log_confidential(self, values: Mapping[str, float], step: int = 0) -> None:
         self._session.log_confidential(values, step)
 

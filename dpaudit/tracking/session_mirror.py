@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import sys
+import tempfile
 import threading
 import uuid
 from collections import deque
@@ -127,6 +128,13 @@ class SessionMirror:
             return
         target, values = self._current(), dict(metrics)
         self._put(partial(self._send_public, target, values, step))
+
+    def log_public_artifact(self, name: str, data: bytes, artifact_path: str) -> None:
+        """Queue a file of public content (``name``, ``data``) for the session run's artifacts under
+        ``artifact_path``; the bytes are copied now, written to a temporary file when sent."""
+        if self._connect is None:
+            return
+        self._put(partial(self._send_artifact, self.run_id, name, bytes(data), artifact_path))
 
     @contextlib.contextmanager
     def trial(self, name: str, params: Mapping[str, Any] | None = None) -> Iterator[None]:
@@ -233,6 +241,12 @@ class SessionMirror:
 
     def _send_public(self, target: str, metrics: dict[str, float], step: int) -> None:
         self._connected().log_public_metrics(self._mlflow_id(target), metrics, step)
+
+    def _send_artifact(self, target: str, name: str, data: bytes, artifact_path: str) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / name
+            path.write_bytes(data)
+            self._connected().log_artifacts(self._mlflow_id(target), [path], artifact_path)
 
     def _start_trial(self, target: str, name: str, params: dict[str, str]) -> None:
         parent = self._mlflow_id(self.run_id)

@@ -274,3 +274,31 @@ def test_the_param_length_limit_is_mlflows():
     from dpaudit.tracking.run_page import MAX_PARAM_LENGTH
 
     assert MAX_PARAM_LENGTH == MAX_PARAM_VAL_LENGTH
+
+
+def test_a_public_artifact_is_attached_and_its_digest_ledgered(make_session, client, tmp_path):
+    """A plugin's public file (e.g. dpareto's front plot) reaches the session's MLflow run under plugins/<plugin>/
+    byte for byte; the ledger holds its name, size and SHA-256, never the bytes; a path-like name is refused."""
+    import hashlib
+
+    from dpaudit.ledger import read_records
+
+    data = b"\x89PNG not really, but bytes"
+    s = make_session(mirror=True, name="artifact")
+    view = s.for_plugin("plotter", "1.0")
+    view.log_public_artifact("front.png", data)
+    for bad in ("../front.png", "a/b.png", "", ".hidden"):
+        with pytest.raises(InvalidParameter, match="plain file name"):
+            view.log_public_artifact(bad, data)
+    with pytest.raises(InvalidParameter, match="bytes"):
+        view.log_public_artifact("x.txt", "text")
+    s.close()
+    run_id = _session_run(client, s.run_id).info.run_id
+    assert [a.path for a in client.list_artifacts(run_id, "plugins/plotter")] == ["plugins/plotter/front.png"]
+    path = client.download_artifacts(run_id, "plugins/plotter/front.png", str(tmp_path))
+    with open(path, "rb") as attached:
+        assert attached.read() == data
+    records, _ = read_records(s.ledger_path)
+    infos = [r.body["info"]["public_artifact"] for r in records if "public_artifact" in r.body.get("info", {})]
+    assert infos == [{"name": "front.png", "bytes": len(data), "artifact_path": "plugins/plotter",
+                      "sha256": hashlib.sha256(data).hexdigest()}]

@@ -23,8 +23,12 @@ def _class_name(plugin_name: str) -> str:
     return "Test" + "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", plugin_name)) + "Contract"
 
 
+#: plugins whose guarantee is stated under replace-one neighbours only (the contract's default is add/remove)
+REPLACE_ONE_ONLY = {"dp-gp"}  # outputs protected at public inputs: a record added or removed would change X
+
 for _plugin in PLUGINS.values():
-    globals()[_class_name(_plugin.name)] = type(_class_name(_plugin.name), (PluginContract,), {"plugin": _plugin})
+    globals()[_class_name(_plugin.name)] = type(_class_name(_plugin.name), (PluginContract,), {
+        "plugin": _plugin, "neighbouring": "replace_one" if _plugin.name in REPLACE_ONE_ONLY else "add_remove"})
 del _plugin
 
 

@@ -1,0 +1,38 @@
+"""Smoke tests of the DPareto experiment scripts (experiments/dpareto_svt.py, dpareto_adult.py) in ``--smoke`` mode:
+each runs end to end, every session it opens verifies (the scripts raise otherwise), and it writes its table, report
+and plot. The full runs regenerate docs/experiments/dpareto-*."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _script(name: str):
+    sys.path.insert(0, str(ROOT / "experiments"))
+    spec = importlib.util.spec_from_file_location(f"_dpareto_experiment_{name}", ROOT / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_svt_experiment_smoke(tmp_path):
+    fractions = _script("dpareto_svt").main(["--smoke", "--out", str(tmp_path)])
+    assert set(fractions) == {"bo-hvpoi", "random"} and all(len(v) == 2 for v in fractions.values())
+    assert all(0 < f <= 1.05 for v in fractions.values() for f in v)
+    rows = list(csv.DictReader((tmp_path / "dpareto-svt.csv").open()))
+    assert len(rows) == 4 and all(r["verified"] == "True" for r in rows)
+    assert "fraction of exact hypervolume" in (tmp_path / "dpareto-svt.md").read_text()
+
+
+def test_adult_experiment_smoke(tmp_path):
+    rows = _script("dpareto_adult").main(["--smoke", "--out", str(tmp_path)])
+    assert [r["method"] for r in rows] == ["bo-hvpoi", "random"]
+    assert all(r["verified"] and r["evaluations"] == 3 for r in rows)
+    report = (tmp_path / "dpareto-adult.md").read_text()
+    assert "Table 2" in report and "0.158" in report
