@@ -10,8 +10,9 @@ attained the bound, versions), components (each (plugin, mechanism)'s own ε at 
 rounded up: :mod:`dpaudit.components`), budget, neighbouring relation, protected and public data sets, randomness and
 ``for_release`` (secure randomness and a run that closed FINISHED; :func:`release_problems`), assumptions (each
 with ``conditional`` and the charges that rely on it), plugins with versions,
-dpaudit and code versions, ledger head hash and record count, confidential log (named as outside the release), and
-an Ed25519 signature over the canonical JSON of all the other fields.
+dpaudit and code versions, ledger head hash and record count, confidential log (named as outside the release), the
+answers to NIST SP 800-226's checklist (:mod:`dpaudit.nist_fields`), and an Ed25519 signature over the canonical
+JSON of all the other fields.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from dpaudit.errors import AccountingError, InvalidParameter, VerificationError
 from dpaudit.events import LeafEvent, PrivacyEvent, compose
 from dpaudit.files import atomic_replace
 from dpaudit.ledger import Record
+from dpaudit.nist_fields import FIELD as NIST_FIELD
+from dpaudit.nist_fields import nist_fields
 from dpaudit.provenance import package_versions
 from dpaudit.records import (
     ABORTED,
@@ -268,6 +271,7 @@ def build_certificate(records: Sequence[Record], *, key, plugins: Mapping[str, s
             "file (mode 0600) is neither mirrored to MLflow nor exported.",
         },
         "public_key_fingerprint": key_fingerprint(public_pem),
+        NIST_FIELD: nist_fields(records, claim, assumptions, [event for _, event in charges]),
     }
     certificate["signature"] = {"algorithm": "Ed25519", "value": sign(key, unsigned(certificate))}
     return certificate

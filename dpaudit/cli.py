@@ -15,10 +15,16 @@ from pathlib import Path
 import click
 
 from dpaudit.cli_account import account, examples
+from dpaudit.cli_audit import audit
 from dpaudit.display import plural
 from dpaudit.errors import BudgetExceeded, DPAuditError, InvalidParameter, PluginError, VerificationError
+from dpaudit.gcpause import cyclic_gc_paused
 
 USAGE_ERRORS = (InvalidParameter, PluginError, VerificationError)
+#: Commands that import the numerics stack, write nothing but stdout and end: run with the cyclic garbage collector
+#: paused (:func:`dpaudit.gcpause.cyclic_gc_paused`, frozen at the end under :func:`program`).
+PAUSED_GC_COMMANDS = frozenset({"verify", "account"})
+PROGRAM = "program"
 
 
 def _fail(exc: DPAuditError) -> None:
@@ -106,7 +112,19 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 @click.pass_context
 def main(ctx: click.Context, store: Path | None, tracking_uri: str | None) -> None:
     """dpaudit: audited differential privacy for tuning-plus-training runs."""
+    from dpaudit.scipy_startup import skip_array_api_notes
+
+    skip_array_api_notes()  # SciPy imports without rewriting docstrings (dpaudit/scipy_startup.py): start-up time
+    if ctx.invoked_subcommand in PAUSED_GC_COMMANDS:  # start-up time (dpaudit/gcpause.py)
+        ctx.with_resource(cyclic_gc_paused(freeze=isinstance(ctx.obj, dict) and ctx.obj.get(PROGRAM) is True))
     ctx.obj = {"store": store, "tracking_uri": tracking_uri}
+
+
+def program() -> None:
+    """The ``dpaudit`` console script: :func:`main` as the whole process, which ends when the command does, so that
+    the commands of :data:`PAUSED_GC_COMMANDS` may leave their objects to the interpreter's exit uncollected
+    (``cyclic_gc_paused(freeze=True)``). Called in-process (tests, notebooks), :func:`main` collects as usual."""
+    main(obj={PROGRAM: True})
 
 
 @main.group(epilog=examples("dpaudit plugins list"))
@@ -135,6 +153,7 @@ def plugins_list(as_json: bool) -> None:
 
 
 main.add_command(account)
+main.add_command(audit)
 
 
 @main.command("run", epilog=examples(
@@ -153,10 +172,14 @@ main.add_command(account)
 @click.option("--seed", type=int, default=None, help="Seeded randomness (reproducible, NOT FOR RELEASE).")
 @click.option("--adaptive", is_flag=True, help="Admit charges through a Renyi filter, valid when privacy parameters "
               "depend on earlier outputs; the certificate claims the budget (docs/accounting.md).")
+@click.option("--neighbouring", type=click.Choice(["add_remove", "replace_one"]), default="add_remove",
+              show_default=True, help="The neighbouring relation the certificate is about (e.g. replace_one for "
+              "dp-gp, which protects outputs at public inputs).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: run id, paths, claim, results.")
 @click.pass_obj
 def run_plugin(obj: dict, plugin: str | None, config_path: Path | None, epsilon: float | None,
-               delta: float | None, name: str | None, seed: int | None, adaptive: bool, as_json: bool) -> None:
+               delta: float | None, name: str | None, seed: int | None, adaptive: bool, neighbouring: str,
+               as_json: bool) -> None:
     """Run PLUGIN inside an audited session with budget (EPSILON, DELTA) and certify it; or run a study file.
 
     An unknown plugin, an unreadable config or one the plugin rejects, or a bad budget is refused before any run
@@ -178,9 +201,10 @@ def run_plugin(obj: dict, plugin: str | None, config_path: Path | None, epsilon:
         config = None if config_path is None else read_config(config_path)
         if config is not None and is_study(config):  # a study file names its method and budget itself
             study = load_study(config_path)  # validated in full before a run exists
-            if plugin not in (None, study.method) or epsilon is not None or delta is not None or adaptive:
+            if plugin not in (None, study.method) or epsilon is not None or delta is not None or adaptive \
+                    or neighbouring != "add_remove":
                 raise InvalidParameter(f"{config_path} is a study file: it fixes the method ({study.method}) and "
-                                       "the budget; give no PLUGIN, --epsilon, --delta or --adaptive")
+                                       "the budget; give no PLUGIN, --epsilon, --delta, --adaptive or --neighbouring")
             study, title = replace(study, name=name or study.name), study.method
         else:
             if plugin is None or epsilon is None or delta is None:
@@ -194,7 +218,8 @@ def run_plugin(obj: dict, plugin: str | None, config_path: Path | None, epsilon:
             if study is None:
                 session = Session(epsilon=epsilon, delta=delta, name=name or found.name,
                                   protected=found.protected or ("private data set",), public=found.public, rng=rng,
-                                  store=obj["store"], tracking_uri=obj["tracking_uri"], adaptive=adaptive)
+                                  store=obj["store"], tracking_uri=obj["tracking_uri"], adaptive=adaptive,
+                                  neighbouring=neighbouring)
             else:
                 session = open_session(study, rng=rng, store=obj["store"], tracking_uri=obj["tracking_uri"])
             with announced(session, lambda line: click.echo(line, err=True)), session:
@@ -258,9 +283,13 @@ def report(obj: dict, run: str, fmt: str) -> None:
               "RUN in. Either way the store's own key is trusted.")
 @click.option("--log-head", default=None, metavar="SIZE:ROOT",
               help="With --store and no RUN: a log head recorded earlier; the log must extend it.")
+@click.option("--in-toto", "in_toto", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also check this in-toto DSSE envelope of RUN (`dpaudit export --format in-toto`); a bundle's own "
+              "certificate.intoto.json is always checked.")
 @click.pass_obj
 def verify(obj: dict, run: str | None, as_json: bool, allow_not_for_release: bool, trusted_keys: tuple[str, ...],
-           accept_bundle_key: bool, trust_store: Path | None, store_option: Path | None, log_head: str | None) -> None:
+           accept_bundle_key: bool, trust_store: Path | None, store_option: Path | None, log_head: str | None,
+           in_toto: Path | None) -> None:
     """Verify RUN's certificate offline, or (--store STORE, no RUN) a whole store against its transparency log.
 
     Exit 0 valid, 1 invalid (every reason listed), 2 usage error.
@@ -284,7 +313,7 @@ def verify(obj: dict, run: str | None, as_json: bool, allow_not_for_release: boo
             if log_head is not None:
                 raise InvalidParameter("--log-head checks a whole store: use it with --store STORE and no RUN")
             folder = resolve_run(run, store=store, tracking_uri=obj["tracking_uri"])
-            result = verify_bundle(folder, allow_not_for_release=allow_not_for_release, trust=trust)
+            result = verify_bundle(folder, allow_not_for_release=allow_not_for_release, trust=trust, in_toto=in_toto)
     except DPAuditError as exc:
         _fail(exc)
     if as_json:
@@ -292,6 +321,8 @@ def verify(obj: dict, run: str | None, as_json: bool, allow_not_for_release: boo
         sys.exit(0 if result.valid else 1)
     for c in result.checks:
         click.echo(f"[{'ok' if c.ok else 'FAIL'}] {c.name}: {c.detail}")
+    for warning in getattr(result, "warnings", ()):  # a run's report; a store's has none
+        click.echo(f"WARNING: {warning}")
     key = result.signing_key
     if key is not None:
         click.echo(f"signing key: {key.fingerprint or '(unparsable)'} " + (
@@ -310,24 +341,44 @@ def verify(obj: dict, run: str | None, as_json: bool, allow_not_for_release: boo
     sys.exit(0 if result.valid else 1)
 
 
-@main.command(epilog=examples("dpaudit export <run id> evidence/", "dpaudit export <run id> evidence/ --force"))
+@main.command(epilog=examples("dpaudit export <run id> evidence/", "dpaudit export <run id> evidence/ --force",
+                              "dpaudit export <run id> evidence/ --format in-toto"))
 @click.argument("run")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Write into a DIRECTORY that is not empty, replacing the bundle's files "
               "there (other files are left alone).")
+@click.option("--format", "fmt", type=click.Choice(["bundle", "in-toto", "prov"]), default="bundle",
+              show_default=True, help="in-toto: also write certificate.intoto.json, the certificate as an in-toto "
+              "Statement v1 in a DSSE envelope signed with the run's key; prov: also write ledger.prov.json, the "
+              "ledger as W3C PROV-JSON.")
+@click.option("--signing-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --format in-toto: the run's signing key (default <store>/keys/signing_key.pem).")
 @click.pass_obj
-def export(obj: dict, run: str, directory: Path, force: bool) -> None:
+def export(obj: dict, run: str, directory: Path, force: bool, fmt: str, signing_key: Path | None) -> None:
     """Write RUN's evidence bundle (ledger, certificate, report, public key) into DIRECTORY.
 
     DIRECTORY must be new or empty unless --force is given.
     """
+    from dpaudit import store as run_store
+    from dpaudit.intoto import write_envelope
+    from dpaudit.prov import write_prov
     from dpaudit.runs import export_bundle, resolve_run
 
     if not force and directory.is_dir() and any(directory.iterdir()):
         raise click.UsageError(f"{directory} is not empty: choose a new folder, or --force to overwrite the bundle's "
                                "files in it")
+    if signing_key is not None and fmt != "in-toto":
+        raise click.UsageError("--signing-key signs the in-toto envelope: use it with --format in-toto")
     try:
-        files = export_bundle(resolve_run(run, store=obj["store"], tracking_uri=obj["tracking_uri"]), directory)
+        folder = resolve_run(run, store=obj["store"], tracking_uri=obj["tracking_uri"])
+        files = export_bundle(folder, directory)
+        if fmt == "in-toto":
+            home = folder.resolve().parent  # the run's own store, else the local one
+            key = signing_key or run_store.default_key_path(
+                home if run_store.is_store(home) else run_store.store_root(obj["store"]))
+            files.append(write_envelope(folder, directory, key))
+        if fmt == "prov":
+            files.append(write_prov(folder, directory))
     except DPAuditError as exc:
         _fail(exc)
     for f in files:

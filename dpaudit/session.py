@@ -17,6 +17,8 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -54,6 +56,7 @@ from dpaudit.mechanisms import above_threshold, exponential, gaussian, laplace, 
 from dpaudit.mechanisms.above_threshold import AboveThreshold
 from dpaudit.mechanisms.randomness import RandomSource, SecureRandom
 from dpaudit.mechanisms.repeat_and_select import repeat_and_select_event, sample_repetitions
+from dpaudit.nist_fields import NOT_DECLARED, NOT_STATED, declarations
 from dpaudit.plugin_session import PluginSession, check_plugin_identity
 from dpaudit.provenance import code_version, dpaudit_version
 from dpaudit.public_values import CONFIDENTIAL_KEYS, check_public
@@ -173,6 +176,10 @@ class Session:
             refused. Default False: the tighter fixed-parameter accountants, with that assumption.
         filter_orders: the filter's orders (integers ≥ 2 of the RDP grid; default
             :data:`~dpaudit.accounting.filters.DEFAULT_FILTER_ORDERS`); only with ``adaptive``.
+        other_releases: the other releases made from the same data, outside this run (NIST SP 800-226; stated in
+            the certificate, default "none declared").
+        data_custody: who holds the raw data, where, and who may access it (stated in the certificate, default
+            "not stated").
     """
 
     def __init__(
@@ -194,6 +201,8 @@ class Session:
         signing_key: Path | str | None = None,
         adaptive: bool = False,
         filter_orders: Sequence[float] | None = None,
+        other_releases: str = NOT_DECLARED,
+        data_custody: str = NOT_STATED,
     ) -> None:
         epsilon = check_epsilon(epsilon, "budget epsilon")
         delta = check_delta(delta, "budget delta", allow_zero=False)
@@ -203,6 +212,7 @@ class Session:
             raise InvalidParameter(
                 f"neighbouring must be 'add_remove' or 'replace_one', got {neighbouring!r}") from None
         # the user's own data sets are loaded and checked now, before the ledger exists (dpaudit/data/sources.py)
+        declared = declarations(other_releases, data_custody)
         named, public, self.data_sources = declare_sources(data, () if protected is None else protected, public)
         protected = named if named or protected is not None else ("private data set",)  # none named: one unnamed
         if not protected:
@@ -242,7 +252,7 @@ class Session:
             budget={"epsilon": epsilon, "delta": delta}, neighbouring=self.neighbouring.value,
             protected=self.protected, public=self.public, accountant=accounted_by, adaptive=adaptive_filter,
             randomness=self.rng.describe(), dpaudit_version=dpaudit_version(), code_version=code_version(),
-            confidential_log=bool(confidential)))
+            confidential_log=bool(confidential), declarations=declared))
 
     # --- context management -----------------------------------------------------------------------------------
 
@@ -499,6 +509,25 @@ class Session:
     def register_plugin(self, name: str, version: str) -> None:
         """Note a plugin (and its version) that acts in this session; it is listed in the certificate."""
         self._plugins[name] = version
+
+    def log_public_artifact(self, name: str, data: bytes, *, plugin: str = "session") -> None:
+        """Attach a file of PUBLIC content only (e.g. a plot of released values) to the session's MLflow run, under
+        ``plugins/<plugin>/``; the ledger records its name, size and SHA-256 (an ``info`` record), not its bytes.
+
+        Raises:
+            InvalidParameter: ``name`` is not a plain file name (letters, digits, ``._-``; at most 100
+                characters), or ``data`` is not bytes (nothing is written).
+        """
+        self._check_open()
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", name):
+            raise InvalidParameter(f"an artifact name must be a plain file name, got {name!r}")
+        if not isinstance(data, (bytes, bytearray)):
+            raise InvalidParameter(f"artifact data must be bytes, got {type(data).__name__}")
+        _check_name("plugin", plugin)
+        artifact_path = f"plugins/{plugin}"
+        self.record_info(plugin, {"public_artifact": {"name": name, "bytes": len(data), "artifact_path": artifact_path,
+                                                      "sha256": hashlib.sha256(data).hexdigest()}})
+        self._tracking.log_public_artifact(name, bytes(data), artifact_path)
 
     def log_public_metrics(self, metrics: Mapping[str, float], step: int = 0, *, plugin: str = "session") -> None:
         """Mirror metrics computed on PUBLIC data only (e.g. accuracy on a public test set)."""

@@ -24,18 +24,19 @@ Every check runs, and every failure is reported (not only the first):
    (:func:`dpaudit.accounting.filter_recheck.recheck_filter`);
 7. the certificate lists every assumption the charges rest on; a seeded (test) run is flagged not for release,
    and so is a run that did not close FINISHED (``run aborted``, ``run failed``, ``run refused``): both fail
-   unless ``allow_not_for_release`` accepts them, and the verdict then says so.
+   unless ``allow_not_for_release`` accepts them, and the verdict then says so;
+8. the certificate's NIST SP 800-226 fields match their recomputation from the ledger (:mod:`dpaudit.nist_fields`;
+   a weak guarantee, ε ≥ 10 or δ > 1/n², is a warning, not a failure); an in-toto envelope (the bundle's own or a
+   named one, :mod:`dpaudit.intoto`) is signed by the run's key over this certificate and ledger head, and a PROV
+   document (:mod:`dpaudit.prov`) is the one regenerated from the ledger.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import math
 import os
 import secrets
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
@@ -61,10 +62,14 @@ from dpaudit.display import plural
 from dpaudit.errors import DPAuditError, LedgerError, UncoveredRelease, VerificationError
 from dpaudit.events import LeafEvent, PrivacyEvent, compose
 from dpaudit.files import read_regular
+from dpaudit.gcpause import cyclic_gc_paused
+from dpaudit.intoto import ENVELOPE_FILE, MAX_ENVELOPE_BYTES, envelope_problems
 from dpaudit.ledger import Record, read_records, verify_chain
+from dpaudit.nist_fields import checked_fields
 from dpaudit.progress import progress
-from dpaudit.public_values import find_confidential
-from dpaudit.records import CHARGE, OPEN, RELEASE, ReleaseBody
+from dpaudit.prov import PROV_FILE, prov_bytes
+from dpaudit.public_values import CONFIDENTIAL_KEYS, find_confidential
+from dpaudit.records import CHARGE, OPEN, RELEASE, ReleaseBody, bodies_kept
 from dpaudit.registry import ensure_formulas
 from dpaudit.report import REPORT_FILES, report_from
 from dpaudit.sensitivity import DECLARED
@@ -96,6 +101,7 @@ class VerificationReport:
     recheck: dict[str, Any] | None = None
     signing_key: TrustDecision | None = None
     not_for_release: list[str] = field(default_factory=list)  # why not, also when --allow-not-for-release accepts it
+    warnings: list[str] = field(default_factory=list)  # a weak guarantee (dpaudit.nist_fields): reported, not failed
 
     @property
     def valid(self) -> bool:
@@ -112,29 +118,13 @@ class VerificationReport:
         return {"bundle": self.bundle, "valid": self.valid, "reasons": self.reasons,
                 "checks": [asdict(c) for c in self.checks], "claim": self.claim, "recheck": self.recheck,
                 "signing_key": None if self.signing_key is None else self.signing_key.to_dict(),
-                "not_for_release": self.not_for_release}
+                "not_for_release": self.not_for_release, "warnings": self.warnings}
 
 
-@contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector (reference counting still frees everything acyclic).
-
-    Verification builds a few objects per ledger record and keeps them to the end; each full collection walks all of
-    them, which made a quarter of the time of verifying 10⁵ records. The cycles made meanwhile are few and are
-    collected once the collector runs again.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-@_cyclic_gc_paused()
+@cyclic_gc_paused()  # objects kept per record: full collections would walk them all (dpaudit/gcpause.py)
+@bodies_kept()  # the checks and the regenerated report parse each charge and release body once
 def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
-                  trust: KeyTrust | None = None) -> VerificationReport:
+                  trust: KeyTrust | None = None, in_toto: Path | None = None) -> VerificationReport:
     """Verify an evidence bundle folder offline (no MLflow needed).
 
     Args:
@@ -144,6 +134,8 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
         trust: which signing keys are trusted; default :meth:`KeyTrust.default`, what ``dpaudit verify`` uses
             with no flags: the trust store and the key of the local store (``$DPAUDIT_HOME`` or
             ``./dpaudit_runs``). A run of another store needs ``KeyTrust.default(store)`` or a pinned key.
+        in_toto: an in-toto DSSE envelope of the run (:mod:`dpaudit.intoto`) to check besides the bundle's own
+            ``certificate.intoto.json``, which is checked whenever the bundle carries one.
 
     A folder with a ledger but no certificate (a session that never closed) is reported invalid after its ledger
     chain is checked, so an auditor can see that a crashed run's ledger verifies up to its last record.
@@ -188,6 +180,10 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
     _check_certificate(report, certificate, records, public_pem, allow_not_for_release)
     _check_key_trust(report, public_pem, trust)
     _check_run_binding(report, bundle, certificate, records[0].body if records[0].type == OPEN else {}, trust)
+    if os.path.lexists(bundle / PROV_FILE):
+        _check_prov(report, bundle / PROV_FILE, records, certificate)
+    own = [bundle / ENVELOPE_FILE] if os.path.lexists(bundle / ENVELOPE_FILE) else []
+    _check_in_toto(report, own + ([Path(in_toto)] if in_toto is not None else []), records, certificate, public_pem)
     try:
         charges = charged_events(records)
     except DPAuditError as exc:
@@ -199,9 +195,13 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
     _check_charges(report, records, charges)
     _check_releases(report, bundle, records, charges)
     _check_data_access(report, records)
+    _check_audit(report, records, charges)
     opened = records[0].body if records[0].type == OPEN else {}
     _check_claim(report, certificate, charges, opened)
     _check_components(report, records, certificate, charges)
+    ok, detail, report.warnings = checked_fields(certificate, records, [e for _, e in charges],
+                                                 collect_assumptions(charges, adaptive="adaptive" in opened))
+    report.add("nist-fields", ok, detail)
     assumptions = certificate.get("assumptions", [])
     if not (isinstance(assumptions, list) and all(isinstance(a, dict) and isinstance(a.get("id"), str)
                                                   and isinstance(a.get("statement"), str) for a in assumptions)):
@@ -328,6 +328,34 @@ def _check_certificate(report: VerificationReport, cert: dict[str, Any], records
                f"{'for release' if releasable else 'NOT for release'}")
 
 
+def _check_in_toto(report: VerificationReport, envelopes: list[Path], records: list[Record], cert: dict[str, Any],
+                   public_pem: str) -> None:
+    """Each in-toto envelope (:func:`dpaudit.intoto.envelope_problems`) is signed by the run's key and states this
+    very certificate and ledger head. The bundle's own file is checked whenever present, else a named one."""
+    for path in envelopes:
+        try:
+            data = read_regular(path, MAX_ENVELOPE_BYTES, VerificationError)
+        except VerificationError as exc:
+            report.add("in-toto", False, str(exc))
+            continue
+        problems = envelope_problems(data, public_pem, records, cert)
+        report.add("in-toto", not problems, f"{path.name}: " + ("; ".join(problems) or "DSSE signature by the run's "
+                                                                  "key, statement of this certificate and ledger head"))
+
+
+def _check_prov(report: VerificationReport, path: Path, records: list[Record], cert: dict[str, Any]) -> None:
+    """A bundle's PROV document (:mod:`dpaudit.prov`) is not signed: it must be the one regenerated from the checked
+    ledger and certificate, byte for byte."""
+    try:
+        expected = prov_bytes(records, cert)
+        same = read_regular(path, len(expected) + 1, VerificationError) == expected
+    except DPAuditError as exc:
+        report.add("prov", False, f"{path.name}: {exc}")
+        return
+    report.add("prov", same, f"{path.name} " + ("identical to the PROV document regenerated from the ledger" if same
+                                                 else "differs from the PROV document regenerated from the ledger"))
+
+
 def _check_key_trust(report: VerificationReport, public_pem: str, trust: KeyTrust) -> None:
     """The signing key must be one the verifier trusts: a valid signature by any other key proves nothing."""
     decision = trust.decide(_fingerprint(public_pem))
@@ -429,33 +457,50 @@ def _check_charges(report: VerificationReport, records: list[Record], charges: l
     relation = records[0].body.get("neighbouring")
     problems: list[str] = []
     recomputed = declared = 0
+    # equal charges decode to one event object (ChargeBody.privacy_event): each object is checked once, and its
+    # findings are reported for every charge that holds it
+    checked: dict[int, tuple[list[str], int, int]] = {}
     for seq, event in progress(charges, "verifying charges", total=len(charges)):
-        for leaf, _ in event.leaves():
-            assert isinstance(leaf, LeafEvent)
-            if leaf.neighbouring.value != relation:
-                problems.append(f"charge {seq}: {leaf.neighbouring.value} event in a {relation} session")
-            try:
-                bound = leaf.sensitivity.recompute(leaf.neighbouring)
-                failure = leaf.sensitivity.recompute_failure_probability()
-            except DPAuditError as exc:
-                problems.append(f"charge {seq}: sensitivity not recomputable: {exc}")
-                continue
-            if bound is None:
-                declared += 1
-            else:
-                recomputed += 1
-                if leaf.sensitivity.value < bound * (1 - REL_TOL):
-                    problems.append(f"charge {seq}: recorded sensitivity {leaf.sensitivity.value} < recomputed "
-                                    f"{bound} ({leaf.sensitivity.formula})")
-                if leaf.sensitivity.failure_probability < failure * (1 - REL_TOL):
-                    problems.append(f"charge {seq}: recorded failure probability {leaf.sensitivity.failure_probability}"
-                                    f" < recomputed {failure} ({leaf.sensitivity.formula})")
-            if (problem := privacy_map_problem(leaf)) is not None:  # the accountants' map and tolerance
-                problems.append(f"charge {seq}: {problem}")
+        found = checked.get(id(event))  # ``charges`` holds every event to the end: no id is reused meanwhile
+        if found is None:
+            found = checked[id(event)] = _event_problems(event, relation)
+        problems += (f"charge {seq}: {problem}" for problem in found[0])
+        recomputed += found[1]
+        declared += found[2]
     report.add("charges", not problems, "; ".join(problems) or
                f"{plural(len(charges), 'charge')}; {plural(recomputed, 'sensitivity', 'sensitivities')} recomputed "
                f"from public inputs, {declared} "
                "declared (listed as assumptions); noise parameters match every charge")
+
+
+def _event_problems(event: PrivacyEvent, relation: Any) -> tuple[list[str], int, int]:
+    """What is wrong with one charged event in a ``relation`` session (its leaves' relation, sensitivities recomputed
+    from their public inputs, privacy maps), and how many of its sensitivities were recomputed and declared."""
+    problems: list[str] = []
+    recomputed = declared = 0
+    for leaf, _ in event.leaves():
+        assert isinstance(leaf, LeafEvent)
+        if leaf.neighbouring.value != relation:
+            problems.append(f"{leaf.neighbouring.value} event in a {relation} session")
+        try:
+            bound = leaf.sensitivity.recompute(leaf.neighbouring)
+            failure = leaf.sensitivity.recompute_failure_probability()
+        except DPAuditError as exc:
+            problems.append(f"sensitivity not recomputable: {exc}")
+            continue
+        if bound is None:
+            declared += 1
+        else:
+            recomputed += 1
+            if leaf.sensitivity.value < bound * (1 - REL_TOL):
+                problems.append(f"recorded sensitivity {leaf.sensitivity.value} < recomputed {bound} "
+                                f"({leaf.sensitivity.formula})")
+            if leaf.sensitivity.failure_probability < failure * (1 - REL_TOL):
+                problems.append(f"recorded failure probability {leaf.sensitivity.failure_probability} < recomputed "
+                                f"{failure} ({leaf.sensitivity.formula})")
+        if (problem := privacy_map_problem(leaf)) is not None:  # the accountants' map and tolerance
+            problems.append(problem)
+    return problems, recomputed, declared
 
 
 def _check_data_access(report: VerificationReport, records: list[Record]) -> None:
@@ -467,12 +512,38 @@ def _check_data_access(report: VerificationReport, records: list[Record]) -> Non
     report.add("data-access", not problems, "; ".join(problems) or "every access and charge names a declared data set")
 
 
+def _check_audit(report: VerificationReport, records: list[Record], charges: list[tuple[int, PrivacyEvent]]) -> None:
+    """Recompute every one-run audit's ε_lb from the canary scores and bits in the ledger
+    (:func:`dpaudit.audit.evidence.audit_problems`); a ledger without audit evidence gets no ``audit`` line."""
+    from dpaudit.audit.evidence import audit_problems  # deferred: the audit's PLD tools are needed only here
+
+    problems, checked = audit_problems(records, charges)
+    if checked or problems:
+        report.add("audit", not problems, "; ".join(problems) or
+                   f"{plural(checked, 'audit')}: committed canaries, epsilon_lb of both tests recomputed")
+
+
 def _check_public_bodies(report: VerificationReport, records: list[Record]) -> None:
     """No record body holds a confidential key (a raw value that the session should have refused)."""
+    clean: set[int] = set()  # member objects found clean: a ledger read shares repeated members (dpaudit.ledger)
     found = [f"record {r.seq} ({r.type}): {path}" for r in records
-             if (path := find_confidential(r.body)) is not None]
+             if (path := _confidential_path(r.body, clean)) is not None]
     report.add("public-bodies", not found, "confidential keys in the ledger: " + "; ".join(found) if found
                else f"{len(records)} record bodies hold no confidential key")
+
+
+def _confidential_path(body: dict[str, Any], clean: set[int]) -> str | None:
+    """:func:`~dpaudit.public_values.find_confidential` of ``body``, walking each member object once: ``clean`` holds
+    the ids of the members already found clean (the records keep them alive, so no id is reused meanwhile)."""
+    for key, value in body.items():
+        if str(key).lower() in CONFIDENTIAL_KEYS:
+            return str(key).lstrip(".")
+        if not isinstance(value, (str, int, float, type(None))) and id(value) not in clean:
+            path = find_confidential(value)
+            if path is not None:
+                return (f"{key}{path}" if path.startswith("[") else f"{key}.{path}").lstrip(".")
+            clean.add(id(value))
+    return None
 
 
 def _check_releases(report: VerificationReport, bundle: Path, records: list[Record],
@@ -555,16 +626,20 @@ def _check_claim(report: VerificationReport, cert: dict[str, Any], charges: list
 def _check_components(report: VerificationReport, records: list[Record], cert: dict[str, Any],
                       charges: list[tuple[int, PrivacyEvent]]) -> None:
     """The certificate's per-component costs (:mod:`dpaudit.components`), which the report shows, are upper-bound
-    claims: each is recomputed from the ledger with the run's accountant and must not be below its recomputation
-    (:func:`~dpaudit.tolerance.within`). A certificate made before the field has none: its report composes them."""
+    claims: each is recomputed from the ledger with the run's accountant (the member that attained it, for the
+    tightest) and must not be below its recomputation (:func:`~dpaudit.tolerance.within`). A certificate made before
+    the field has none: its report composes them."""
     listed = cert.get("components")
     if listed is None:
         report.add("components", True, "the certificate lists no component costs (made before the field): the "
                    "report composes them from the ledger")
         return
     claim = cert.get("claim")
+    # each component is recomputed with the accountant the certificate says attained it (dpaudit/components.py)
+    attained = {str(c.get("component")): c.get("attained_by") for c in listed if isinstance(c, dict)} \
+        if isinstance(listed, list) else None
     try:
-        recomputed = certified_components(records, claim if isinstance(claim, dict) else {}, dict(charges))
+        recomputed = certified_components(records, claim if isinstance(claim, dict) else {}, dict(charges), attained)
     except (DPAuditError, KeyError, TypeError) as exc:
         report.add("components", False, f"component costs not recomputable: {exc}")
         return

@@ -5,7 +5,7 @@ The catalog (:mod:`dpaudit.data.catalog`) names the Adult splits and the shipped
 ``arrays``, ``torch_dataset``), declared with ``Session(data=[...])``.
 """
 
-from dpaudit.data import shipped  # noqa: F401  (registers the shipped sets in the catalog)
+from dpaudit.data import adult_a1a, ames, howell, shipped  # noqa: F401  (register the shipped and wheel-read sets)
 from dpaudit.data.adult import AdultData, load_adult
 from dpaudit.data.catalog import DataSet, as_torch
 from dpaudit.data.sources import DataSource, arrays, csv, parquet, torch_dataset

@@ -134,13 +134,16 @@ def report_from(records: list[Record], certificate: dict[str, Any] | None, run_d
     released: list[dict[str, Any]] = []
     info, selected = [], []
     close_status = None
+    described: dict[int, dict[str, Any]] = {}  # by event object: equal charges share one (ChargeBody.privacy_event)
     for r in records:
         if r.type == CHARGE:
             charge = ChargeBody.from_dict(r.body)
-            charged[r.seq] = charge.privacy_event() if decoded is None else decoded[r.seq]
+            event = charged[r.seq] = charge.privacy_event() if decoded is None else decoded[r.seq]
+            if id(event) not in described:  # ``charged`` keeps every event alive: no id is reused meanwhile
+                described[id(event)] = _describe(event)
             events.append({"seq": r.seq, "time": r.time, "plugin": charge.plugin, "mechanism": charge.mechanism,
                            "epsilon_spent": charge.epsilon_spent, "bound_source": charge.bound_source,
-                           **_describe(charged[r.seq])})
+                           **described[id(event)]})
         elif r.type == RELEASE:
             body = ReleaseBody.from_dict(r.body)
             released.append({"seq": r.seq, "charge_seq": body.charge_seq, "plugin": body.plugin,

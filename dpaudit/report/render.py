@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpaudit import canonical
 from dpaudit import store as run_store
 from dpaudit.display import COMPONENT_DIGITS, plural, show, show_delta
 from dpaudit.files import atomic_replace
@@ -106,13 +107,17 @@ def _cost_table(report: dict[str, Any]) -> Table:
 
 def _event_table(report: dict[str, Any]) -> Table:
     rows = []
+    shown: dict[int, str] = {}  # by object: the model shares one description among equal charges
     for number, e in enumerate(report["events"], start=1):
         # parameters and the sensitivity exactly (a rounded ε or δ parameter could read below the charged one)
-        params = ", ".join(f"{k}={show_delta(v)}" if isinstance(v, float) else f"{k}={v}"
-                           for k, v in e["parameters"].items())
-        s = e["sensitivity"]
-        rows.append((str(number), str(e["seq"]), f"{e['plugin']} / {e['mechanism']}", e["label"], params,
-                     f"{show_delta(s['value'])} ({s['norm']}, {s['formula']})", show(e["epsilon_spent"])))
+        params, s = e["parameters"], e["sensitivity"]
+        if id(params) not in shown:  # ``report`` keeps every description alive: no id is reused meanwhile
+            shown[id(params)] = ", ".join(f"{k}={show_delta(v)}" if isinstance(v, float) else f"{k}={v}"
+                                          for k, v in params.items())
+        if id(s) not in shown:
+            shown[id(s)] = f"{show_delta(s['value'])} ({s['norm']}, {s['formula']})"
+        rows.append((str(number), str(e["seq"]), f"{e['plugin']} / {e['mechanism']}", e["label"], shown[id(params)],
+                     shown[id(s)], show(e["epsilon_spent"])))
     return Table(("charge", "seq", "plugin / mechanism", "label", "parameters", "sensitivity", "filter bound ε"),
                  tuple(rows))
 
@@ -202,6 +207,16 @@ def _md(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
+def _md_rows(rows: tuple[tuple[str, ...], ...]) -> list[str]:
+    """``"| " + " | ".join(_md(c) for c in row) + " |"`` for each row, escaped in one pass over the whole table:
+    :func:`_md` replaces single characters, so escaping the cells joined by characters it leaves alone (and that no
+    cell holds) is escaping each cell (10⁵ rows in a few string operations instead of one call per cell)."""
+    joined = "\x01".join("\x00".join(r) for r in rows)
+    if joined.count("\x00") != sum(len(r) - 1 for r in rows) or joined.count("\x01") != max(len(rows) - 1, 0):
+        return ["| " + " | ".join(_md(c) for c in r) + " |" for r in rows]  # a cell holds a separator
+    return [f"| {row.replace(chr(0), ' | ')} |" for row in _md(joined).split("\x01")] if rows else []
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     """The report as Markdown (the ``report.md`` a run folder and its bundle carry)."""
     parts = [f"# {_md(_title(report))}"]
@@ -216,7 +231,7 @@ def render_markdown(report: dict[str, Any]) -> str:
             parts.append("\n".join(f"- **{_md(name)}**: {_md(value)}" for name, value in block.pairs))
         elif isinstance(block, Table):
             parts.append("\n".join(["| " + " | ".join(block.head) + " |", "|" + "---|" * len(block.head)]
-                                   + ["| " + " | ".join(_md(c) for c in r) + " |" for r in block.rows]))
+                                   + _md_rows(block.rows)))
     return "\n\n".join(parts) + "\n"
 
 
@@ -226,9 +241,13 @@ JSON_FIRST = ("summary", "status", "groups")
 JSON_ONE_PER_LINE = ("events", "released", "cumulative_epsilon", "info")
 
 
+#: ``json.dumps(item, sort_keys=True, ensure_ascii=False)``, built once (dumps builds an encoder per call)
+_encode_item = canonical.acyclic_encode(json.JSONEncoder(sort_keys=True, ensure_ascii=False))
+
+
 def _json_value(key: str, value: Any) -> str:
     if key in JSON_ONE_PER_LINE and value:
-        items = (json.dumps(item, sort_keys=True, ensure_ascii=False) for item in value)
+        items = map(_encode_item, value)
         return "[\n    " + ",\n    ".join(items) + "\n  ]"
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).replace("\n", "\n  ")
 

@@ -11,7 +11,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dpaudit import canonical
 from dpaudit.display import CLAIM_DIGITS, COMPONENT_DIGITS, plural, round_up, show, show_delta
+from dpaudit.nist_fields import FIELD
 from dpaudit.records import FINISHED
 
 
@@ -22,8 +24,8 @@ def compact(value: Any) -> str:
     return _json(value)
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+#: ``json.dumps(value, ensure_ascii=False, sort_keys=True)``, built once (dumps builds an encoder per call)
+_json = canonical.acyclic_encode(json.JSONEncoder(ensure_ascii=False, sort_keys=True))
 
 
 def neighbours_in_words(relation: str, protected: Sequence[str]) -> str:
@@ -146,6 +148,59 @@ def _released_lines(model: Mapping[str, Any]) -> list[str]:
     return lines or ["Nothing: the ledger holds no release record."]
 
 
+#: the RDP orders the privacy statement quotes from the certificate's native guarantee
+QUOTED_ORDERS = (2.0, 8.0, 32.0, 128.0)
+
+
+def _said(section: Any, key: str) -> str:
+    """``section[key]`` as text: a string as it is, anything else as compact JSON ("not stated" when absent)."""
+    value = section.get(key, "not stated") if isinstance(section, Mapping) else "not stated"
+    return value if isinstance(value, str) else compact(value)
+
+
+def _counted(section: Any, key: str, noun: str) -> str:
+    """``section[key]`` counted ("1 charge", "3 charges") when it is a count, else as :func:`_said` says it."""
+    value = section.get(key) if isinstance(section, Mapping) else None
+    return plural(value, noun) if isinstance(value, int) and not isinstance(value, bool) else _said(section, key)
+
+
+def _native_words(native: Any) -> str:
+    if not isinstance(native, Mapping) or native.get("kind") != "rdp":
+        return f"Native guarantee: {_said(native, 'statement')}."
+    orders, values = native.get("orders"), native.get("rdp_epsilon")
+    pairs = [f"ε({show(a, 4)}) ≤ {show(v)}" for a, v in zip(orders, values, strict=False)
+             if a in QUOTED_ORDERS and isinstance(v, (int, float))] if isinstance(orders, list) and \
+        isinstance(values, list) else []
+    return (f"Native guarantee: Rényi DP of the composed charges, {'; '.join(pairs) or 'see the certificate'} "
+            f"(every order in the certificate); the (ε, δ) above was attained by {_said(native, 'claim_attained_by')}.")
+
+
+def privacy_statement(certificate: Mapping[str, Any] | None) -> list[str]:
+    """What the guarantee covers and what it does not, from the certificate's NIST SP 800-226 fields (in the spirit of
+    TF-Privacy's ``compute_dp_sgd_privacy_statement``); "not stated" for a certificate made before them."""
+    if certificate is None:
+        return ["Nothing yet: the run has no certificate."]
+    fields = certificate.get(FIELD)
+    if not isinstance(fields, Mapping):
+        return ["Not stated: the certificate was made before dpaudit stated NIST SP 800-226's fields (unit of "
+                "privacy, trust and query models, native guarantee, tuning, other releases, data custody)."]
+    query = fields.get("query_model")
+    return [
+        f"Covers: everything this run released ({_counted(query, 'releases', 'release record')} from "
+        f"{_counted(query, 'charges', 'charge')}) and anything computed from those outputs alone. Unit of privacy: "
+        f"{_said(fields.get('unit_of_privacy'), 'statement')}. Neighbouring relation: "
+        f"{_said(fields, 'neighbouring_relation')}. Query model: {_said(query, 'statement')}.",
+        _native_words(fields.get("native_guarantee")),
+        f"Randomness: {_said(fields.get('randomness'), 'statement')}. Tuning: "
+        f"{_said(fields.get('tuning'), 'statement')}.",
+        f"Does NOT cover: other releases from the same data (declared: {_said(fields, 'other_releases')}), whose "
+        "privacy loss adds to this one; anything that left the run outside its ledger (prints, files, the "
+        "confidential log, timing and other side channels); a person's several records beyond the unit above; the "
+        "conditional assumptions below, if they fail.",
+        f"Trust model: {_said(fields, 'trust_model')}. Data custody: {_said(fields, 'data_custody')}.",
+    ]
+
+
 def summary(model: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The first section, in plain language: ``[{"question", "statements"}]``, the same in every format.
 
@@ -182,7 +237,39 @@ def summary(model: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"question": "What is protected, and at what unit?", "statements": unit},
         {"question": "What was released?", "statements": _released_lines(model)},
         {"question": "What is guaranteed?", "statements": guarantee},
+        {"question": "What does the guarantee cover, and what not?", "statements": privacy_statement(cert)},
         {"question": "Is the guarantee conditional?", "statements": [conditions_sentence(model["assumptions"])]},
         {"question": "What did it cost?",
          "statements": [f"{'; '.join(costs) or 'no charges'}; all together: {total}. {COMPOSITION_NOTE}"]},
+        *([{"question": "Was the guarantee audited?", "statements": audit_lines(model["info"])}]
+          if audit_lines(model["info"]) else []),
     ]
+
+
+def audit_lines(info: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One sentence per one-run audit in the ledger (:mod:`dpaudit.audit.evidence`): ε_cert beside both ε_lb."""
+    lines = []
+    for record in info:
+        audit = record["info"].get("audit")
+        if not isinstance(audit, Mapping):
+            continue
+        cert, delta, level, scores = (audit.get(k) for k in ("epsilon_cert", "delta", "level", "scores"))
+        lines.append(
+            f"Audit of charge {audit.get('charge_seq')} ({audit.get('kind')}, "
+            f"{len(scores) if isinstance(scores, list) else 'n/a'} canaries): certified ε = "
+            f"{show(cert) if _number(cert) else 'n/a'} at δ = {show_delta(delta) if _number(delta) else 'n/a'}; "
+            f"empirical lower bounds (rounded down) at {f'{100 * (1 - level):g}%' if _number(level) else 'n/a'} "
+            "confidence: "
+            f"Steinke et al. ε_lb = {_lower(audit.get('epsilon_lb_steinke'))}, f-DP (Mahloujifar et al.) ε_lb = "
+            f"{_lower(audit.get('epsilon_lb_fdp'))} (assumes {audit.get('fdp_assumes')}). An audit can refute a "
+            "claim; it cannot show that a run is private.")
+    return lines
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _lower(value: Any) -> str:
+    """A lower bound for display: rounded down to three decimals."""
+    return f"{math.floor(value * 1000) / 1000:.3f}" if _number(value) else "n/a"

@@ -71,6 +71,8 @@ if TYPE_CHECKING:
 TRAINER = "DP-SGD training"
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
 MECHANISMS = {"sgd": "dp-sgd", "adam": "dp-adam"}
+#: a hook run between each backward pass and the step that clips and noises (``train_private``'s ``inject``)
+Injector = Callable[[list[torch.Tensor]], None]
 
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
@@ -491,7 +493,7 @@ def train_private(session: PluginSession, model: nn.Module, X: np.ndarray | torc
                   *, optimizer: str, lr: float, epochs: int, batch_size: int, max_grad_norm: float,
                   noise_multiplier: float, label: str,
                   public_eval: tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor] | None = None,
-                  charge: Charge | None = None) -> TrainResult:
+                  charge: Charge | None = None, inject: Injector | None = None) -> TrainResult:
     """Train ``model`` on the private (X, y) with DP-SGD / DP-Adam, charged to ``session`` before the first step.
 
     Poisson sampling at ``q = batch_size / len(X)`` (Abadi et al. 2016, Sec. 3.1 "lots"; Mironov, Talwar & Zhang
@@ -513,6 +515,9 @@ def train_private(session: PluginSession, model: nn.Module, X: np.ndarray | torc
         charge: an existing charge that covers this run (module docstring): a repeat-and-select (nothing is
             charged or written to the ledger) or an unused envelope (the run is recorded and released against
             it). None: charge this run's own event.
+        inject: called after each backward pass, before the step clips and noises, with the optimizer's
+            parameters: it may append per-example gradient rows to each parameter's ``grad_sample`` (the white-box
+            canaries of :mod:`dpaudit.audit.dpsgd`), which are then clipped, summed and noised with the batch's.
 
     Raises:
         InvalidParameter: bad data or hyperparameters; ``public_eval`` together with a repeat-and-select ``charge``.
@@ -528,13 +533,13 @@ def train_private(session: PluginSession, model: nn.Module, X: np.ndarray | torc
                           generator=_torch_generator(session, torch.device("cpu")))
     return train_private_loader(session, model, loader, optimizer=optimizer, lr=lr, epochs=epochs,
                                 max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier, label=label,
-                                public_eval=public_eval, charge=charge)
+                                public_eval=public_eval, charge=charge, inject=inject)
 
 
 def train_private_loader(session: PluginSession, model: nn.Module, loader: DataLoader, *, optimizer: str, lr: float,
                          epochs: int, max_grad_norm: float, noise_multiplier: float, label: str,
                          public_eval: tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor] | None = None,
-                         charge: Charge | None = None) -> TrainResult:
+                         charge: Charge | None = None, inject: Injector | None = None) -> TrainResult:
     """:func:`train_private` for a caller-built loader, which must be an Opacus Poisson ``DPDataLoader``.
 
     The loader must yield ``(features, 0/1 labels)`` batches. Its sample rate q and ⌊1/q⌋ batches per epoch are
@@ -583,7 +588,7 @@ def train_private_loader(session: PluginSession, model: nn.Module, loader: DataL
         )
         if charge is None:
             charge = charge_run(session, event, MECHANISMS[optimizer])
-        train_loss = _train_loop(session, gsm, dp_optimizer, loader, plan, public_eval)
+        train_loss = _train_loop(session, gsm, dp_optimizer, loader, plan, public_eval, inject)
     finally:
         trained = gsm.to_standard_module()
 
@@ -678,7 +683,8 @@ def check_covered(charged: PrivacyEvent, run: PoissonSubsampledGaussianEvent) ->
 
 
 def _train_loop(session: PluginSession, gsm: GradSampleModule, dp_optimizer: CappedDPOptimizer, loader: DataLoader,
-                plan: SamplingPlan, public_eval: tuple[Any, Any] | None) -> float | None:
+                plan: SamplingPlan, public_eval: tuple[Any, Any] | None,
+                inject: Injector | None = None) -> float | None:
     """Run the planned epochs; returns the (confidential) mean training loss."""
     device = session.device
     criterion = nn.BCEWithLogitsLoss(reduction="sum")
@@ -693,6 +699,8 @@ def _train_loop(session: PluginSession, gsm: GradSampleModule, dp_optimizer: Cap
                 # gradient, which torch reports on every backward pass (the gradients are unaffected)
                 warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
                 loss.backward()
+            if inject is not None:
+                inject(dp_optimizer.params)
             dp_optimizer.step()
             loss_sum += loss.detach()
             seen += len(yb)

@@ -529,3 +529,58 @@ def test_a_charge_with_a_malformed_imputation_rule_fails_naming_it(bundle, tmp_p
 
     reasons = _forge(bundle, tmp_path, edited)
     assert any("imputation" in r and "lower <= nan <= upper" in r for r in reasons), reasons
+
+
+# --- equal charges are decoded and checked once (10^5 records): a forged copy still fails on its own ---------------
+
+
+@pytest.fixture
+def twin_bundle(make_session, tmp_path) -> Path:
+    """Three identical Laplace charges, each with its release."""
+    with make_session(epsilon=2.0, delta=1e-6) as s:
+        for _ in range(3):
+            s.laplace(4.0, sensitivity=1.0, epsilon=0.2, label="count")
+    copy = tmp_path / "twins"
+    shutil.copytree(s.run_dir, copy)
+    return copy
+
+
+def _edit_charge(number: int, edit):
+    """A ledger edit applying ``edit`` to the event of the ``number``-th charge (0-based) only."""
+    def edited(records: list[Record]) -> list[Record]:
+        charge = [r for r in records if r.type == "charge"][number]
+        body = {**charge.body, "event": edit(dict(charge.body["event"]))}
+        return [replace(r, body=body) if r is charge else r for r in records]
+    return edited
+
+
+def test_equal_charges_verify(twin_bundle):
+    assert verify_bundle(twin_bundle, allow_not_for_release=True).valid
+
+
+@pytest.mark.parametrize("value", [True, 1.0])
+def test_a_charge_equal_to_its_twins_only_up_to_a_type_fails(twin_bundle, tmp_path, value):
+    """Attack: the last of three equal charges names its dimension as ``true`` / ``1.0`` (equal to 1 under Python's
+    ==): decoded on its own, it is refused, although its twins decoded first."""
+    reasons = _forge(twin_bundle, tmp_path, _edit_charge(2, lambda e: {**e, "dimension": value}))
+    assert any(r.startswith("events-decode:") and "whole number" in r for r in reasons), reasons
+
+
+def test_an_undercharged_twin_is_named_alone(twin_bundle, tmp_path):
+    """Attack: one of three equal charges gets half the noise: that charge, and only it, is reported."""
+    records, _ = read_records(twin_bundle / "ledger.jsonl")
+    seqs = [r.seq for r in records if r.type == "charge"]
+    reasons = _forge(twin_bundle, tmp_path, _edit_charge(1, lambda e: {**e, "scale": e["scale"] / 2}))
+    charges = next(r for r in reasons if r.startswith("charges:"))
+    assert f"charge {seqs[1]}:" in charges
+    assert f"charge {seqs[0]}:" not in charges and f"charge {seqs[2]}:" not in charges
+
+
+def test_a_confidential_key_in_one_of_equal_charges_is_named(twin_bundle, tmp_path):
+    """Attack: a raw value hidden in the event of the last of three equal charges (whose twins were found clean)."""
+    records, _ = read_records(twin_bundle / "ledger.jsonl")
+    last = [r.seq for r in records if r.type == "charge"][2]
+    reasons = _forge(twin_bundle, tmp_path, _edit_charge(
+        2, lambda e: {**e, "sensitivity": {**e["sensitivity"], "inputs": {"raw_values": [1, 2]}}}))
+    assert any(r.startswith("public-bodies:") and f"record {last} (charge): event.sensitivity.inputs.raw_values" in r
+               for r in reasons), reasons

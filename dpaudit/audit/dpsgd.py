@@ -1,0 +1,236 @@
+"""White-box ("Dirac") gradient canaries: a one-run audit of a DP-SGD run (docs/audit.md, "Auditing DP-SGD").
+
+Protocol (Steinke, Nasr & Jagielski 2023, Sec. 5, white-box canaries; tested also with the f-DP audit of
+Mahloujifar, Melis & Chaudhuri 2025):
+
+1. m canaries, each a coordinate c_i of the model's flat trainable-parameter vector (m distinct coordinates drawn
+   from the session's randomness) and a membership bit drawn from the same randomness (each canary in with
+   probability ½, :func:`~dpaudit.audit.mechanism.membership`). A digest of both is written to the ledger before
+   the run is charged (:mod:`dpaudit.audit.evidence`), so they cannot be chosen after the scores are seen.
+2. The run is an ordinary DP-SGD run of :func:`~dpaudit.tuning.training.train_private`, charged through the session
+   (q, σ, N): its training set is the real records plus the included canaries. At every step each included canary
+   is sampled independently with the run's Poisson rate q (the same rate as a real record) and, when sampled,
+   contributes the per-example gradient C·e_{c_i} (the clip norm times the unit vector of its coordinate). The rows
+   are appended to the per-example gradients Opacus computed for the batch *before* the step, so they are clipped,
+   summed and noised by the same optimizer step as the real examples' (:class:`CanaryInjector`); a canary of norm
+   above C is clipped to C like any example.
+3. Score of canary i: −(θ_N − θ_0)[c_i], the sum over steps of the (negated) plain-SGD update of its coordinate, a
+   post-processing of the released model and of the public initial model.
+4. Both tests of :func:`~dpaudit.audit.guesses.sweep_bounds` on a Bonferroni-corrected sweep of guess rules; the
+   f-DP test against the Poisson-subsampled-Gaussian curves for the run's own q and N
+   (:class:`~dpaudit.audit.tradeoff.SubsampledGaussianFamily`); the claim is the run's certified ε at δ
+   (the session's accountant on the charged event).
+
+Only plain SGD is audited this way: with Adam the update of a coordinate is not the sum of its noisy gradients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import nn
+
+from dpaudit.audit.evidence import commit, record_evidence
+from dpaudit.audit.guesses import default_rules, sweep_bounds
+from dpaudit.audit.mechanism import AuditReport, MechanismAudit, _ceilings, membership
+from dpaudit.audit.tradeoff import SubsampledGaussianFamily
+from dpaudit.errors import InvalidParameter
+from dpaudit.tuning.seeds import draw_seed
+from dpaudit.tuning.training import SamplingPlan, TrainResult, dp_sgd_event, train_private
+from dpaudit.validation import check_count, check_delta, check_positive
+
+if TYPE_CHECKING:
+    from dpaudit.mechanisms.randomness import RandomSource
+    from dpaudit.plugin_session import PluginSession
+
+#: how the evidence names this kind of audit
+KIND = "dpsgd-dirac-canaries"
+
+
+@dataclass(frozen=True, eq=False)
+class DiracCanaries:
+    """m white-box canaries: one coordinate each of the flat trainable-parameter vector and a membership bit.
+
+    Attributes:
+        coordinates: m distinct flat indices (int64).
+        members: the membership bits (bool): canary i is in the training set iff ``members[i]``.
+        magnitude: the norm of each canary's gradient (the run's clip norm C).
+    """
+
+    coordinates: np.ndarray
+    members: np.ndarray
+    magnitude: float
+
+    def __post_init__(self) -> None:
+        coords, members = np.asarray(self.coordinates), np.asarray(self.members)
+        if coords.ndim != 1 or coords.shape != members.shape or len(np.unique(coords)) != len(coords):
+            raise InvalidParameter("canaries need one distinct coordinate and one membership bit each")
+        check_positive("magnitude", self.magnitude)
+
+
+def draw_canaries(canaries: int, n_parameters: int, magnitude: float, rng: RandomSource) -> DiracCanaries:
+    """m distinct coordinates (uniform without replacement) and m fair membership bits, all from ``rng``.
+
+    Raises:
+        InvalidParameter: more canaries than trainable parameters.
+    """
+    check_count("canaries", canaries)
+    if canaries > n_parameters:
+        raise InvalidParameter(f"{canaries} canaries need as many distinct coordinates; the model has {n_parameters}")
+    coordinates = np.random.default_rng(draw_seed(rng)).choice(n_parameters, size=canaries, replace=False)
+    return DiracCanaries(coordinates.astype(np.int64), membership(canaries, rng), float(magnitude))
+
+
+class CanaryInjector:
+    """The ``inject`` hook of :func:`~dpaudit.tuning.training.train_private` (module docstring, step 2).
+
+    Each call samples every included canary with probability ``sample_rate`` and appends one per-example gradient
+    row C·e_{c_i} per sampled canary to every parameter's ``grad_sample`` (zero in all other parameters), so that
+    the optimizer step clips, sums and noises them with the batch. ``sampled`` counts, per canary, the steps it
+    was sampled in.
+    """
+
+    def __init__(self, canaries: DiracCanaries, sample_rate: float, generator: torch.Generator) -> None:
+        self.canaries = canaries
+        self.sample_rate = sample_rate
+        self.generator = generator
+        self.sampled = np.zeros(len(canaries.members), dtype=np.int64)
+        self.steps = 0
+
+    def __call__(self, params: list[torch.Tensor]) -> None:
+        draws = torch.rand(len(self.canaries.members), generator=self.generator).numpy()
+        chosen = np.flatnonzero(self.canaries.members & (draws < self.sample_rate))
+        self.sampled[chosen] += 1
+        self.steps += 1
+        coords = self.canaries.coordinates[chosen]
+        offset = 0
+        for p in params:
+            grad_sample = p.grad_sample
+            if not isinstance(grad_sample, torch.Tensor):
+                raise InvalidParameter("white-box canaries need one per-example gradient tensor per parameter")
+            rows = torch.zeros((len(chosen), p.numel()), dtype=grad_sample.dtype, device=grad_sample.device)
+            inside = np.flatnonzero((coords >= offset) & (coords < offset + p.numel()))
+            rows[torch.as_tensor(inside), torch.as_tensor(coords[inside] - offset)] = self.canaries.magnitude
+            p.grad_sample = torch.cat([grad_sample, rows.view(len(chosen), *p.shape)])
+            offset += p.numel()
+
+
+def flat_parameters(model: nn.Module) -> np.ndarray:
+    """The trainable parameters of ``model`` as one float64 vector, in the optimizer's order."""
+    return np.concatenate([p.detach().to("cpu", torch.float64).reshape(-1).numpy()
+                           for p in model.parameters() if p.requires_grad])
+
+
+def dirac_scores(initial: np.ndarray, final: np.ndarray, canaries: DiracCanaries) -> np.ndarray:
+    """Score of each canary: −(θ_N − θ_0)[c_i] (higher = more likely in; module docstring, step 3)."""
+    return -(final[canaries.coordinates] - initial[canaries.coordinates])
+
+
+@dataclass(frozen=True)
+class DpSgdAuditResult:
+    """A white-box audit of one DP-SGD run.
+
+    Attributes:
+        report: both tests' ε_lb beside the run's certified ε (``report.audit.claimed_epsilon``).
+        train: the training run (its charge, release and model).
+        canaries: the canaries (coordinates and membership bits).
+        scores: one score per canary.
+        sampled: per canary, the number of steps it was sampled in (0 for canaries left out).
+    """
+
+    report: AuditReport
+    train: TrainResult
+    canaries: DiracCanaries = field(repr=False)
+    scores: np.ndarray = field(repr=False)
+    sampled: np.ndarray = field(repr=False)
+
+
+def audit_dpsgd(session: PluginSession, model: nn.Module, X: np.ndarray, y: np.ndarray, *, canaries: int, lr: float,
+                epochs: int, batch_size: int, max_grad_norm: float, noise_multiplier: float, delta: float,
+                level: float = 0.05, label: str = "white-box audit run") -> DpSgdAuditResult:
+    """Train ``model`` with DP-SGD on (X, y) plus m white-box canaries and audit the run (module docstring).
+
+    Args:
+        session: a plugin's view of the open session; the run is charged, recorded and released through it.
+        model: a binary classifier as for :func:`~dpaudit.tuning.training.train_private` (initial weights public).
+        X, y: the private training set.
+        canaries: m (at most the number of trainable parameters).
+        lr, epochs, batch_size, max_grad_norm, noise_multiplier: the DP-SGD run (plain SGD).
+        delta: the δ of the certified ε and of both tests.
+        level: each test's significance level.
+        label: public description of the charged event.
+
+    Raises:
+        InvalidParameter: bad parameters, or more canaries than parameters.
+        BudgetExceeded: the session cannot pay for the run (nothing is trained, the commitment is written).
+    """
+    delta = check_delta(delta, allow_zero=False)
+    n_parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    drawn = draw_canaries(canaries, n_parameters, max_grad_norm, session.rng)
+    check_count("batch_size", batch_size)
+    if batch_size > len(X):
+        raise InvalidParameter(f"batch_size {batch_size} exceeds the {len(X)} training records")
+    sample_rate = batch_size / len(X)  # train_private's q
+    commitment = commit(KIND, drawn.coordinates, drawn.members)
+    session.record_info({"audit_commitment": commitment})
+    injector = CanaryInjector(drawn, sample_rate, torch.Generator(device="cpu").manual_seed(draw_seed(session.rng)))
+    initial = flat_parameters(model)
+    train = train_private(session, model, X, y, optimizer="sgd", lr=lr, epochs=epochs, batch_size=batch_size,
+                          max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier, label=label,
+                          inject=injector)
+    scores = dirac_scores(initial, flat_parameters(train.model), drawn)
+    plan = SamplingPlan(len(X), train.sample_rate, train.planned_steps // epochs, epochs)
+    event = dp_sgd_event(plan, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, label=label)
+    rules = default_rules(canaries)
+    design = MechanismAudit(canaries, session.accountant.epsilon(event, delta), delta, level=level,
+                            family=SubsampledGaussianFamily(plan.sample_rate, plan.steps), rules=rules)
+    steinke, fdp = sweep_bounds(scores, drawn.members, rules, delta=delta, family=design.family, level=level)
+    top_steinke, top_fdp = _ceilings(canaries, design.rules, delta, design.family, level)
+    report = AuditReport(design, steinke, fdp, top_steinke, top_fdp, session.rng.describe())
+    record_evidence(session, KIND, charge_seq=train.charge_seq, commitment=commitment, report=report,
+                    coordinates=drawn.coordinates, members=drawn.members, scores=scores,
+                    sample_rate=plan.sample_rate, steps=plan.steps)
+    return DpSgdAuditResult(report, train, drawn, scores, injector.sampled)
+
+
+
+#: shipped data sets ``dpaudit audit dpsgd`` trains on (their ``-train`` part, protected), labels binarised
+SHIPPED = ("digits", "mnist-5000")
+
+
+def audit_shipped(session: PluginSession, dataset: str, *, target_epsilon: float, delta: float, canaries: int,
+                  hidden: int, batch_size: int, epochs: int, lr: float, max_grad_norm: float = 1.0,
+                  level: float = 0.05) -> DpSgdAuditResult:
+    """:func:`audit_dpsgd` of a one-hidden-layer MLP on a shipped data set, σ calibrated to ``target_epsilon``.
+
+    The label is the public rule "digit ≥ 5"; the initial model is seeded from the session's randomness (it is
+    public: the scores are differences from it); σ is the smallest found whose certified ε at ``delta`` is at most
+    ``target_epsilon`` (:func:`~dpaudit.tuning.training.calibrate_noise_multiplier`).
+
+    Raises:
+        InvalidParameter: an unknown data set or bad parameters.
+        PluginError: the session does not protect ``<dataset>-train``.
+    """
+    from dpaudit.data.access import require_data
+    from dpaudit.tuning.models import seeded_model
+    from dpaudit.tuning.training import calibrate_noise_multiplier
+
+    if dataset not in SHIPPED:
+        raise InvalidParameter(f"unknown data set {dataset!r}; choose one of {SHIPPED}")
+    require_data(session, protected=(f"{dataset}-train",), public=())
+    data = session.data(f"{dataset}-train")
+    X, y = np.asarray(data.X, dtype=np.float32), (np.asarray(data.y) >= 5).astype(np.float32)
+    check_count("batch_size", batch_size)
+    if batch_size > len(X):
+        raise InvalidParameter(f"batch_size {batch_size} exceeds the {len(X)} training records")
+    q = batch_size / len(X)
+    plan = SamplingPlan(len(X), q, int(1 / q), check_count("epochs", epochs))
+    sigma, _ = calibrate_noise_multiplier(plan, target_epsilon=target_epsilon, delta=delta,
+                                          accountant=session.accountant, max_grad_norm=max_grad_norm)
+    model = seeded_model("mlp", X.shape[1], hidden, draw_seed(session.rng))
+    return audit_dpsgd(session, model, X, y, canaries=canaries, lr=lr, epochs=epochs, batch_size=batch_size,
+                       max_grad_norm=max_grad_norm, noise_multiplier=sigma, delta=delta, level=level,
+                       label=f"white-box audit run: MLP({hidden}) on {dataset}-train")

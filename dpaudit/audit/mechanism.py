@@ -1,0 +1,133 @@
+"""The mechanism tester: a one-run audit of any mechanism that can be run on a data set of canaries.
+
+Protocol (Steinke, Nasr & Jagielski 2023, Sec. 3; docs/audit.md): m canaries, each included independently with
+probability ½ (bits from a :class:`~dpaudit.mechanisms.randomness.RandomSource`: the OS CSPRNG by default, a seeded
+source for reproducible tests); the mechanism runs once on the included canaries and the caller's scoring turns
+its output into one score per canary (higher = more likely included); guesses are made by a Bonferroni-corrected
+sweep of guess rules (:mod:`dpaudit.audit.guesses`); both tests report ε_lb beside the claimed ε.
+
+``run`` receives the canary data set as a float vector x ∈ {0, 1}^m (x_i = 1 when canary i is included), the
+form of the idealised setting of Mahloujifar et al. 2025, Algorithm 4, where canary i adds one to coordinate i:
+for a histogram-style release through a session, ``lambda x: session.gaussian(x, sensitivity=1.0, epsilon=ε,
+delta=δ)`` audits the session's Gaussian mechanism as it is charged, ledgered and released. A mechanism with any
+other input builds its data set from x and returns its scores.
+
+What a result means: ε_lb > ε_claimed refutes the claim at the stated confidence (a bug or a wrong analysis);
+ε_lb ≤ ε_claimed is "no detectable leakage above ε_lb", never evidence that the mechanism is private (NIST SP
+800-226: audits find bugs, they do not prove DP).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpaudit.audit.guesses import GuessRule, SweepBound, ceilings, default_rules, sweep_bounds
+from dpaudit.audit.tradeoff import ApproxDpFamily, Family
+from dpaudit.errors import InvalidParameter
+from dpaudit.mechanisms.randomness import RandomSource, SecureRandom
+from dpaudit.validation import check_count, check_delta, check_epsilon
+
+
+@dataclass(frozen=True)
+class MechanismAudit:
+    """What to audit: m canaries, the claimed (ε, δ), the level, the f-DP family and the guess rules.
+
+    Attributes:
+        canaries: m.
+        claimed_epsilon: the ε the mechanism claims at ``delta``.
+        delta: the δ of the claim (and of both tests' ε).
+        level: overall significance level of each test.
+        family: the f-DP family the f-DP test's ε assumes (:mod:`dpaudit.audit.tradeoff`); None: the (ε, δ)-DP
+            curves at ``delta`` (:class:`~dpaudit.audit.tradeoff.ApproxDpFamily`), which assume nothing. Choose
+            :class:`~dpaudit.audit.tradeoff.GaussianFamily` only for a mechanism known to be Gaussian-shaped.
+        rules: guess rules swept (Bonferroni-corrected); None: :func:`~dpaudit.audit.guesses.default_rules`.
+    """
+
+    canaries: int
+    claimed_epsilon: float
+    delta: float
+    level: float = 0.05
+    family: Family | None = None
+    rules: tuple[GuessRule, ...] | None = None
+
+    def __post_init__(self) -> None:
+        check_count("canaries", self.canaries)
+        check_epsilon(self.claimed_epsilon, "claimed_epsilon")
+        check_delta(self.delta, allow_zero=False)
+        if not 0 < self.level < 1:
+            raise InvalidParameter(f"level must lie in (0, 1), got {self.level!r}")
+        if self.family is None:
+            object.__setattr__(self, "family", ApproxDpFamily(self.delta))
+        if self.rules is None:
+            object.__setattr__(self, "rules", default_rules(self.canaries))
+        elif not self.rules or not all(isinstance(rule, GuessRule) for rule in self.rules):
+            raise InvalidParameter("rules must be a non-empty sequence of GuessRule")
+        object.__setattr__(self, "rules", tuple(self.rules))
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """Both tests' ε_lb beside the claim, and each test's ceiling for this m (every guess correct)."""
+
+    audit: MechanismAudit
+    steinke: SweepBound
+    fdp: SweepBound
+    ceiling_steinke: float
+    ceiling_fdp: float
+    randomness: dict[str, Any]
+
+    @property
+    def refuted(self) -> bool:
+        """Whether either test's ε_lb exceeds the claimed ε (each test at its own level)."""
+        return max(self.steinke.epsilon, self.fdp.epsilon) > self.audit.claimed_epsilon
+
+    def statement(self) -> str:
+        """One line: the claim, both ε_lb (with what they assume) and the verdict, never "private"."""
+        a = self.audit
+        head = (f"claimed epsilon={a.claimed_epsilon:g} at delta={a.delta:g}; m={a.canaries} canaries, "
+                f"{len(a.rules)} guess rules (Bonferroni), {100 * (1 - a.level):g}% confidence per test: "
+                f"epsilon_lb Steinke={self.steinke.epsilon:.3f} (ceiling {self.ceiling_steinke:.3f}), "
+                f"f-DP={self.fdp.epsilon:.3f} (ceiling {self.ceiling_fdp:.3f}, assumes {self.fdp.assumes})")
+        if self.refuted:
+            return f"{head}: CLAIM REFUTED (leakage above the claimed epsilon)"
+        return f"{head}: no detectable leakage above the claim (an audit cannot show a mechanism is private)"
+
+
+@functools.lru_cache(maxsize=64)
+def _ceilings(canaries: int, rules: tuple[GuessRule, ...], delta: float, family: Family,
+              level: float) -> tuple[float, float]:
+    """:func:`~dpaudit.audit.guesses.ceilings`, once per audit design (it depends on nothing the run produces)."""
+    return ceilings(canaries, rules, delta=delta, family=family, level=level)
+
+
+def membership(canaries: int, rng: RandomSource) -> np.ndarray:
+    """m independent fair membership bits from ``rng`` (the low bit of uniform 63-bit words)."""
+    return (rng.words(check_count("canaries", canaries)) & 1).astype(bool)
+
+
+def audit_mechanism(run: Callable[[np.ndarray], Any], audit: MechanismAudit,
+                    rng: RandomSource | None = None) -> AuditReport:
+    """Run ``run`` once on a random canary set and audit its scores with both tests (module docstring).
+
+    Args:
+        run: canary data set x ∈ {0, 1}^m (float) → one score per canary (higher = more likely included).
+        audit: what to audit.
+        rng: source of the membership bits; None: the OS CSPRNG.
+
+    Raises:
+        InvalidParameter: ``run`` did not return m finite scores.
+    """
+    rng = SecureRandom() if rng is None else rng
+    members = membership(audit.canaries, rng)
+    scores = np.asarray(run(members.astype(float)), dtype=float)
+    if scores.shape != (audit.canaries,) or not np.all(np.isfinite(scores)):
+        raise InvalidParameter(f"the mechanism must return {audit.canaries} finite scores, got shape {scores.shape}")
+    steinke, fdp = sweep_bounds(scores, members, audit.rules, delta=audit.delta, family=audit.family,
+                                level=audit.level)
+    top_steinke, top_fdp = _ceilings(audit.canaries, audit.rules, audit.delta, audit.family, audit.level)
+    return AuditReport(audit, steinke, fdp, top_steinke, top_fdp, rng.describe())

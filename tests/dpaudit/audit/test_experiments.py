@@ -1,0 +1,38 @@
+"""Smoke runs of experiments/audit_idealised.py and experiments/audit_mechanism.py at toy sizes."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
+
+
+def load(name: str, monkeypatch):
+    """Import an experiment script as a module (registered, so that its dataclasses resolve their module)."""
+    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_idealised_row_at_toy_size(monkeypatch, tmp_path):
+    idealised = load("audit_idealised", monkeypatch)
+    monkeypatch.setattr(idealised, "PILOT", 2)
+    monkeypatch.setattr(idealised, "OUT", tmp_path)
+    row = idealised.reproduce(0.5, 2000, 2)
+    assert 0 < row.steinke[0] <= row.theory and 0 < row.fdp[0] <= row.theory
+    assert row.steinke_bonferroni[0] <= row.steinke_uncorrected[0]
+    idealised.write([row])
+    assert "| 0.5 | 2e+03 | 2 |" in (tmp_path / "audit-idealised.md").read_text()
+
+
+def test_mechanism_settings_at_toy_size(monkeypatch, tmp_path):
+    mechanism = load("audit_mechanism", monkeypatch)
+    monkeypatch.setattr(mechanism, "M", 200)
+    null = mechanism.null_setting(2)
+    assert set(null) >= {"steinke", "fdp_gaussian", "fdp_free", "steinke_uncorrected"}
+    assert mechanism.broken_setting(2)["steinke_refuted"] == 1.0
+    assert mechanism.session_setting(1)["steinke_refuted"] == 0.0
