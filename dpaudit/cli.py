@@ -360,7 +360,7 @@ def export(obj: dict, run: str, directory: Path, force: bool, fmt: str, signing_
     DIRECTORY must be new or empty unless --force is given.
     """
     from dpaudit import store as run_store
-    from dpaudit.intoto import write_envelope
+    from dpaudit.intoto import envelope_of_run, write_envelope
     from dpaudit.prov import write_prov
     from dpaudit.runs import export_bundle, resolve_run
 
@@ -371,12 +371,14 @@ def export(obj: dict, run: str, directory: Path, force: bool, fmt: str, signing_
         raise click.UsageError("--signing-key signs the in-toto envelope: use it with --format in-toto")
     try:
         folder = resolve_run(run, store=obj["store"], tracking_uri=obj["tracking_uri"])
-        files = export_bundle(folder, directory)
-        if fmt == "in-toto":
+        envelope = None
+        if fmt == "in-toto":  # signed (and the key checked) before anything is written
             home = folder.resolve().parent  # the run's own store, else the local one
-            key = signing_key or run_store.default_key_path(
-                home if run_store.is_store(home) else run_store.store_root(obj["store"]))
-            files.append(write_envelope(folder, directory, key))
+            envelope = envelope_of_run(folder, signing_key or run_store.default_key_path(
+                home if run_store.is_store(home) else run_store.store_root(obj["store"])))
+        files = export_bundle(folder, directory)
+        if envelope is not None:
+            files.append(write_envelope(directory, envelope))
         if fmt == "prov":
             files.append(write_prov(folder, directory))
     except DPAuditError as exc:

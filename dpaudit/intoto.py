@@ -167,12 +167,12 @@ def envelope_problems(data: bytes, public_pem: str, records: Sequence[Record],
     return problems
 
 
-def write_envelope(run_dir: Path, directory: Path, key_path: Path) -> Path:
-    """Write the envelope of the closed run in ``run_dir`` as ``directory/``:data:`ENVELOPE_FILE` (atomically).
+def envelope_of_run(run_dir: Path, key_path: Path) -> bytes:
+    """The envelope of the closed run in ``run_dir``, signed with the key at ``key_path`` (nothing is written, so
+    ``dpaudit export`` checks the key before it writes the bundle).
 
     Args:
         run_dir: the run folder (ledger and certificate).
-        directory: where to write (the exported bundle).
         key_path: the run's private signing key.
 
     Raises:
@@ -187,6 +187,11 @@ def write_envelope(run_dir: Path, directory: Path, key_path: Path) -> Path:
     certificate = canonical.read_object(Path(run_dir) / run_store.CERTIFICATE, VerificationError)
     if not records:
         raise VerificationError(f"{run_dir}: the ledger holds no records")
+    return envelope_bytes(records, certificate, key)
+
+
+def write_envelope(directory: Path, envelope: bytes) -> Path:
+    """Write ``envelope`` (:func:`envelope_of_run`) as ``directory/``:data:`ENVELOPE_FILE`, atomically."""
     target = Path(directory) / ENVELOPE_FILE
-    atomic_replace(target, envelope_bytes(records, certificate, key))
+    atomic_replace(target, envelope)
     return target
