@@ -26,9 +26,9 @@ import torch
 from torch import nn
 
 from dpaudit import Session
+from dpaudit.data.adult_a1a import TEST_NAME, TRAIN_NAME, load_a1a_test, load_a1a_train
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.tuning.training import train_private
-from dpaudit.data.adult_a1a import TEST_NAME, TRAIN_NAME, load_a1a_test, load_a1a_train
 from dpaudit_plugins.dpareto.linear_dpsgd import LinearTrial, train_linear
 
 

@@ -5,8 +5,8 @@ Exposes :data:`PLUGIN` (entry point ``dpaudit.plugins: dpareto``). The task inte
 :class:`~dpaudit_plugins.dpareto.task.Task` (registered by name in :mod:`dpaudit_plugins.dpareto.catalog`).
 """
 
-from dpaudit.registry import Plugin
 from dpaudit.data.adult_a1a import TEST_NAME, TRAIN_NAME
+from dpaudit.registry import Plugin
 from dpaudit_plugins.dpareto.config import parse_config
 from dpaudit_plugins.dpareto.plugin import PLUGIN_NAME, VERSION, run
 

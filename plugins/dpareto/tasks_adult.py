@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from dpaudit.data.adult_a1a import TEST_IDS, TEST_NAME, TRAIN_NAME
 from dpaudit.errors import InvalidParameter, PluginError
 from dpaudit.tuning.training import SamplingPlan, dp_sgd_event
 from dpaudit.validation import check_count, check_delta, check_known_keys
-from dpaudit.data.adult_a1a import TEST_IDS, TEST_NAME, TRAIN_NAME
 from dpaudit_plugins.dpareto.domain import Domain, Parameter
 from dpaudit_plugins.dpareto.linear_dpsgd import ASSUMPTIONS, LinearTrial, train_linear
 from dpaudit_plugins.dpareto.task import Params, TrialPlan, epsilon_of_events

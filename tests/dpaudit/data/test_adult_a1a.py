@@ -8,8 +8,6 @@ import pandas as pd
 import pytest
 
 from dpaudit.data.adult import COLUMNS, data_dir
-from dpaudit.data.catalog import load
-from dpaudit.errors import DPAuditError
 from dpaudit.data.adult_a1a import (
     ATTRIBUTES,
     BINS,
@@ -21,6 +19,8 @@ from dpaudit.data.adult_a1a import (
     load_a1a_test,
     load_a1a_train,
 )
+from dpaudit.data.catalog import load
+from dpaudit.errors import DPAuditError
 
 
 def test_shape_and_feature_count():

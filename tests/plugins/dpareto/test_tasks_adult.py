@@ -9,12 +9,12 @@ import json
 
 import pytest
 
+from dpaudit.data.adult_a1a import TEST_NAME, TRAIN_NAME
 from dpaudit.errors import InvalidParameter
 from dpaudit.events import PoissonSubsampledGaussianEvent
 from dpaudit.ledger import read_records
 from dpaudit.sensitivity import Neighbouring
 from dpaudit.verify import verify_bundle
-from dpaudit.data.adult_a1a import TEST_NAME, TRAIN_NAME
 from dpaudit_plugins.dpareto.config import parse_config
 from dpaudit_plugins.dpareto.plugin import explore
 from dpaudit_plugins.dpareto.task import Task, check_dominated, epsilon_of_events
