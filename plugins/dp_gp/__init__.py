@@ -8,7 +8,7 @@ output rule, release plans and the release, the cloaking solver, and the formula
 
 from dpaudit.registry import Plugin
 from dpaudit_plugins.dp_gp.cloaking import CloakingDesign, DesignResult, d_optimal_design, solve_cloaking
-from dpaudit_plugins.dp_gp.config import DEFAULT_DATA, DpGpConfig
+from dpaudit_plugins.dp_gp.config import DEFAULT_DATA, DpGpConfig, check_cli_config
 from dpaudit_plugins.dp_gp.formulas import (
     CLOAKING_FORMULA,
     STANDARD_FORMULA,
@@ -50,7 +50,7 @@ PLUGIN = Plugin(
     smoke_config=SMOKE_CONFIG,
     protected=(DEFAULT_DATA,),
     dataset_size_public=True,  # X is public, so n is (assumption dataset-size-public)
-    check_config=DpGpConfig.from_mapping,  # `dpaudit run` refuses a bad config before opening a run
+    check_config=check_cli_config,  # `dpaudit run` refuses a bad config (or another data set) before opening a run
 )
 
 __all__ = [
@@ -69,6 +69,7 @@ __all__ = [
     "OutputRule",
     "Release",
     "ReleasePlan",
+    "check_cli_config",
     "cloaking_matrix",
     "d_optimal_design",
     "eq_kernel",

@@ -13,7 +13,9 @@ Solver: Frank-Wolfe with away steps and exact line search (Wolfe-Atwood; Todd & 
 closed-form step sizes and rank-one updates of V⁻¹ and of every g_i = c̃_iᵀV⁻¹c̃_i), stopped when
 max_i g_i ≤ r(1 + tol) and min_{u_i>0} g_i ≥ r(1 − tol) (an (1+tol)-approximate MVEE: its log-volume is within
 r·log(1 + tol)/2 of the optimum; Todd 2016, Thm. 3.2), or after ``max_iterations`` (the result is still feasible
-after the exact step below, only less tight).
+after the exact step below, only less tight). For r = 1 (one test point, or one repeated) the optimum is taken
+directly: all weight on the largest |c̃_i| (a towards step would be α = 1, and the update of V⁻¹ would divide by
+1 − α = 0).
 
 Exact feasibility: λ = r·u, M = C diag(λ) Cᵀ + τI with the isotropic floor τ = ``floor_ratio``·‖C diag(λ) Cᵀ‖₂ so that
 no direction of R^P is unnoised; then s = max_i c_iᵀ M⁻¹ c_i is recomputed on the full M with a Cholesky factor
@@ -106,6 +108,13 @@ def d_optimal_design(points: np.ndarray, *, tolerance: float = DEFAULT_TOLERANCE
     tolerance = check_positive("tolerance", tolerance)
     max_iterations = check_count("max_iterations", max_iterations)
     r, n = points.shape
+    if r == 1:  # exact: V(u) = Σu_i p_i², maximal at all weight on the largest |p_i| (a towards step would be α = 1)
+        u = np.zeros(n)
+        j = int(np.abs(points[0]).argmax())
+        if points[0, j] == 0:
+            raise InvalidParameter("the cloaking columns do not span the reduced space")
+        u[j] = 1.0
+        return DesignResult(weights=u, iterations=0, converged=True, max_ratio=1.0, min_support_ratio=1.0)
     u = np.full(n, 1.0 / n)
 
     def refresh() -> tuple[np.ndarray, np.ndarray]:

@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 
 from dpaudit.errors import InvalidParameter
-from dpaudit.validation import check_count, check_delta, check_epsilon, check_known_keys, check_positive
+from dpaudit.validation import (
+    check_count,
+    check_delta,
+    check_epsilon,
+    check_finite,
+    check_known_keys,
+    check_positive,
+)
 from dpaudit_plugins.dp_gp.binning import BIN_KEYS, BINNING, BinningOptions
 from dpaudit_plugins.dp_gp.cloaking import DEFAULT_FLOOR_RATIO, DEFAULT_TOLERANCE
 from dpaudit_plugins.dp_gp.formulas import as_inputs
@@ -46,7 +53,9 @@ class DpGpConfig:
         method: "cloaking" (test points known in advance, Sec. 3), "standard" (Sec. 2) or "binning" (the Sec. 4
             baseline, :mod:`~dpaudit_plugins.dp_gp.binning`).
         epsilon, delta: the release's (ε, δ).
-        data: the protected catalog data set (its target y is protected; ``inputs`` are public columns).
+        data: the protected catalog data set (its target y is protected; ``inputs`` are public columns). ``dpaudit
+            run`` protects ``diabetes-train`` only (:func:`check_cli_config`); another set needs a session that
+            protects it (the Python API).
         inputs: the feature columns used as the public inputs X.
         test_points: the public test inputs X* (P×D, or a flat list for D = 1).
         lengthscale, variance, noise: the EQ kernel (ℓ: one value or one per input) and the noise variance.
@@ -110,17 +119,20 @@ class DpGpConfig:
             raise InvalidParameter(f"the test points have {X_star.shape[1]} dimensions but inputs names "
                                    f"{len(inputs)} columns")
         ell = config["lengthscale"]
-        lengthscale = float(ell) if np.ndim(ell) == 0 else tuple(float(v) for v in ell)
+        lengthscale = tuple(check_positive("lengthscale", v) for v in ell) if isinstance(ell, (list, tuple)) \
+            else check_positive("lengthscale", ell)
         data = config.get("data", DEFAULT_DATA)
         if not isinstance(data, str) or not data:
             raise InvalidParameter(f"data must be a catalog data set name, got {data!r}")
         cfg = cls(method=method, epsilon=check_epsilon(config["epsilon"]),
                   delta=check_delta(config["delta"], allow_zero=False), inputs=tuple(inputs),
                   test_points=tuple(tuple(float(v) for v in row) for row in X_star), lengthscale=lengthscale,
-                  variance=float(config["variance"]), noise=float(config["noise"]),
-                  clip_lower=float(config["clip_lower"]), clip_upper=float(config["clip_upper"]),
-                  centre=float(config["centre"]), scale=float(config["scale"]),
-                  prior_mean=float(config.get("prior_mean", 0.0)), data=data,
+                  variance=check_positive("variance", config["variance"]),
+                  noise=check_positive("noise", config["noise"]),
+                  clip_lower=check_finite("clip_lower", config["clip_lower"]),
+                  clip_upper=check_finite("clip_upper", config["clip_upper"]),
+                  centre=check_finite("centre", config["centre"]), scale=check_positive("scale", config["scale"]),
+                  prior_mean=check_finite("prior_mean", config.get("prior_mean", 0.0)), data=data,
                   jitter=None if config.get("jitter") is None else check_positive("jitter", config["jitter"]),
                   tolerance=check_positive("tolerance", config.get("tolerance", DEFAULT_TOLERANCE)),
                   floor_ratio=check_positive("floor_ratio", config.get("floor_ratio", DEFAULT_FLOOR_RATIO)),
@@ -142,3 +154,18 @@ class DpGpConfig:
         if self.method == CLOAKING:
             return {"tolerance": self.tolerance, "floor_ratio": self.floor_ratio}
         return {"jitter": self.jitter}
+
+
+def check_cli_config(config: Mapping[str, Any]) -> DpGpConfig:
+    """The check ``dpaudit run dp-gp`` makes before opening a run: :meth:`DpGpConfig.from_mapping`, and ``data`` must
+    be :data:`DEFAULT_DATA`, the one set the CLI's session protects (another would be refused only after the run
+    opened).
+
+    Raises:
+        InvalidParameter: a bad configuration, or another data set.
+    """
+    cfg = DpGpConfig.from_mapping(config)
+    if cfg.data != DEFAULT_DATA:
+        raise InvalidParameter(f"dpaudit run dp-gp protects {DEFAULT_DATA!r} only, got data={cfg.data!r} (another set "
+                               "needs a session that protects it: the Python API)")
+    return cfg

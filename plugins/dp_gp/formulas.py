@@ -264,10 +264,20 @@ def cloaking_sensitivity(inputs: Mapping[str, Any], neighbouring: Neighbouring) 
 def standard_sensitivity(inputs: Mapping[str, Any], neighbouring: Neighbouring) -> float:
     """Δ = d·max_n sqrt(e_nᵀ K⁻¹ K_f K⁻¹ e_n)·(1 + margin), valid for any test points and jitter (module docstring).
 
-    Inputs: X, lengthscale, variance, noise, clip_lower, clip_upper, centre, scale.
+    Inputs: X, lengthscale, variance, noise, clip_lower, clip_upper, centre, scale; and, recorded so that an auditor
+    can rebuild M = K_** + jI (Δ does not depend on them, but they must be well formed): X_star, jitter (j > 0).
+    Charges recorded before X_star and jitter were added lack them and still verify.
     """
     d = _bound(inputs, neighbouring)
     X, ell, variance, noise = _kernel_inputs(inputs)
+    recorded = {"X_star", "jitter"} & set(inputs)
+    if len(recorded) == 1:
+        raise InvalidParameter("the standard dp-gp charge records X_star and jitter together")
+    if recorded:
+        X_star = as_inputs(inputs["X_star"], "X_star")
+        if X_star.shape[1] != X.shape[1]:
+            raise InvalidParameter(f"X has {X.shape[1]} input dimensions but X_star has {X_star.shape[1]}")
+        check_positive("jitter", inputs["jitter"])
     quad, kappa_K = rkhs_norms_squared(X, ell, variance, noise)
     margin = rounding_margin((len(X), kappa_K), (len(X), kappa_K))
     return d * math.sqrt(max(float(np.max(quad)), 0.0)) * (1.0 + margin)

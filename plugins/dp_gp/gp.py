@@ -22,16 +22,42 @@ from dpaudit_plugins.dp_gp.formulas import as_lengthscale
 _ALWAYS_CHOLESKY = 2**40
 
 
+def _identity() -> gpytorch.constraints.GreaterThan:
+    """A positivity constraint GPyTorch does not enforce by a transform: the value set is the value held."""
+    return gpytorch.constraints.GreaterThan(0.0, transform=None)
+
+
 class _ExactGp(gpytorch.models.ExactGP):
-    def __init__(self, X: torch.Tensor, y: torch.Tensor, likelihood: gpytorch.likelihoods.Likelihood,
-                 lengthscale: np.ndarray, variance: float, prior_mean: float) -> None:
+    def __init__(self, X: torch.Tensor, y: torch.Tensor, likelihood: gpytorch.likelihoods.Likelihood) -> None:
         super().__init__(X, y, likelihood)
         self.mean_module = gpytorch.means.ConstantMean()
+        # unenforced constraints: the raw parameter IS the value (GPyTorch's default softplus round trip moves a
+        # lengthscale of 25 by 1.4e-11, and the mean would be that of another kernel than the one Δ is computed for)
+        self.covar_module = gpytorch.kernels.ScaleKernel(
+            gpytorch.kernels.RBFKernel(ard_num_dims=X.shape[1], lengthscale_constraint=_identity()),
+            outputscale_constraint=_identity())
+
+    def set_hyperparameters(self, lengthscale: np.ndarray, variance: float, prior_mean: float) -> None:
+        """Set ℓ, v and m on a model already in float64 (set before the conversion, they would be rounded to float32
+        and the mean computed would be that of other hyperparameters than those Δ is computed for), and check that
+        GPyTorch holds exactly the public values.
+
+        Raises:
+            InvalidParameter: a value GPyTorch does not hold exactly.
+        """
+        like = self.mean_module.constant
         self.mean_module.constant.data.fill_(prior_mean)
-        base = gpytorch.kernels.RBFKernel(ard_num_dims=X.shape[1])
-        base.lengthscale = torch.as_tensor(lengthscale, dtype=X.dtype, device=X.device).reshape(1, -1)
-        self.covar_module = gpytorch.kernels.ScaleKernel(base)
-        self.covar_module.outputscale = torch.as_tensor(variance, dtype=X.dtype, device=X.device)
+        self.covar_module.base_kernel.lengthscale = torch.as_tensor(lengthscale, dtype=like.dtype,
+                                                                   device=like.device).reshape(1, -1)
+        self.covar_module.outputscale = torch.as_tensor(variance, dtype=like.dtype, device=like.device)
+        with torch.no_grad():
+            held = (self.covar_module.base_kernel.lengthscale.cpu().numpy().ravel(),
+                    float(self.covar_module.outputscale), float(self.mean_module.constant))
+        for name, got, want in zip(("lengthscale", "variance", "prior mean"), held,
+                                   (lengthscale, variance, prior_mean), strict=True):
+            if not np.array_equal(got, want):
+                raise InvalidParameter(f"GPyTorch holds the {name} as {got!r}, not {want!r}: the mean would not be "
+                                       "the one the sensitivity is computed for")
 
     def forward(self, x: torch.Tensor) -> gpytorch.distributions.MultivariateNormal:
         return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
@@ -61,8 +87,8 @@ def posterior_mean(X: np.ndarray, y: np.ndarray, X_star: np.ndarray, *, lengthsc
     yt = torch.as_tensor(y, dtype=torch.float64, device=dev)
     likelihood = gpytorch.likelihoods.FixedNoiseGaussianLikelihood(
         noise=torch.full((len(X),), float(noise), dtype=torch.float64, device=dev))
-    model = _ExactGp(Xt, yt, likelihood, as_lengthscale(lengthscale, X.shape[1]), float(variance),
-                     float(prior_mean)).to(device=dev, dtype=torch.float64)
+    model = _ExactGp(Xt, yt, likelihood).to(device=dev, dtype=torch.float64)
+    model.set_hyperparameters(as_lengthscale(lengthscale, X.shape[1]), float(variance), float(prior_mean))
     model.eval()
     likelihood.eval()
     with torch.no_grad(), gpytorch.settings.max_cholesky_size(_ALWAYS_CHOLESKY), \

@@ -156,6 +156,7 @@ class ReleasePlan:
         sensitivity: Δ of the whitened mean, a registered formula verify recomputes.
         summary: M's public description (method-specific), for the results and the ledger.
         design: the cloaking design (None for the standard method).
+        neighbouring: the relation Δ was computed for; :func:`release` refuses a session with another one.
     """
 
     method: str
@@ -167,6 +168,10 @@ class ReleasePlan:
     sensitivity: Sensitivity = field(repr=False)
     summary: dict[str, Any]
     design: CloakingDesign | None = field(default=None, repr=False)
+    neighbouring: Neighbouring = Neighbouring.REPLACE_ONE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "neighbouring", Neighbouring(self.neighbouring))
 
     def grid(self) -> float:
         """The discrete Gaussian's grid spacing γ = Δ/:data:`GRID_DIVISOR`."""
@@ -232,7 +237,7 @@ def plan_cloaking(model: GpModel, rule: OutputRule, X_star: Any, neighbouring: N
                                **model.formula_inputs(), **rule.formula_inputs(), X_star=X_star.tolist(),
                                lambdas=design.lambdas.tolist(), floor=design.floor)
     return ReleasePlan(CLOAKING, model, rule, X_star, M, _factor(M, "the cloaking covariance"), sensitivity,
-                       design.summary(), design)
+                       design.summary(), design, neighbouring=Neighbouring(neighbouring))
 
 
 def plan_standard(model: GpModel, rule: OutputRule, X_star: Any, neighbouring: Neighbouring | str, *,
@@ -252,9 +257,10 @@ def plan_standard(model: GpModel, rule: OutputRule, X_star: Any, neighbouring: N
     jitter = DEFAULT_JITTER_RATIO * model.variance if jitter is None else check_positive("jitter", jitter)
     M = eq_kernel(X_star, X_star, model.lengthscale, model.variance) + jitter * np.eye(len(X_star))
     sensitivity = from_formula(STANDARD_FORMULA, neighbouring, assumptions=ASSUMPTIONS,
-                               **model.formula_inputs(), **rule.formula_inputs())
+                               **model.formula_inputs(), **rule.formula_inputs(), X_star=X_star.tolist(),
+                               jitter=jitter)
     return ReleasePlan(STANDARD, model, rule, X_star, M, _factor(M, "K_** + jitter·I"), sensitivity,
-                       {"jitter": jitter, "prior_variance": model.variance})
+                       {"jitter": jitter, "prior_variance": model.variance}, neighbouring=Neighbouring(neighbouring))
 
 
 def plan(method: str, model: GpModel, rule: OutputRule, X_star: Any, neighbouring: Neighbouring | str,
@@ -292,9 +298,13 @@ def release(view: PluginSession, plan: ReleasePlan, y: Sequence[float] | np.ndar
 
     Raises:
         BudgetExceeded: the release does not fit the budget (nothing computed or charged).
+        InvalidParameter: the plan was made for another neighbouring relation than the session's (nothing charged).
     """
     from dpaudit_plugins.dp_gp.gp import posterior_mean  # torch and GPyTorch only when a release is made
 
+    if Neighbouring(view.neighbouring) != plan.neighbouring:
+        raise InvalidParameter(f"the dp-gp plan was made for {plan.neighbouring.value} neighbours but the session "
+                               f"uses {Neighbouring(view.neighbouring).value}; plan it again for the session")
     label = label or f"dp-gp {plan.method} release at {len(plan.X_star)} test points"
     event = plan.event(view.neighbouring, epsilon, delta, label)
     view.check_affordable([event])

@@ -73,3 +73,24 @@ def test_paper_setting_converges():
 def test_refuses_a_zero_cloaking_matrix():
     with pytest.raises(InvalidParameter, match="zero"):
         solve_cloaking(np.zeros((3, 4)))
+
+
+@pytest.mark.parametrize("X_star", [[[30.0]], [[30.0], [30.0], [30.0]]], ids=["one-point", "repeated-points"])
+def test_rank_one_cloaking_matrix_is_solved_exactly(X_star):
+    """C of rank 1 (one test point, or one repeated): the towards step of Frank-Wolfe is α = 1 and the Sherman-Morrison
+    update divided by 1 − α = 0 (NaN weights, then a crash). The exact optimum puts all weight on the largest |c̃_i|;
+    the returned M must be feasible and tight (the constraint of that column is 1)."""
+    X = np.linspace(0, 80, 30)[:, None]
+    C, _ = cloaking_matrix(X, np.array(X_star), 20.0, 1.0, 0.3)
+    design = solve_cloaking(C)
+    assert design.rank == 1 and design.solver.converged and np.all(np.isfinite(design.lambdas))
+    assert np.count_nonzero(design.lambdas) == 1
+    assert int(np.argmax(design.lambdas)) == int(np.argmax(np.abs(C[0])))
+    quad = _constraints(C, design.covariance(C))
+    assert np.max(quad) <= 1 + 1e-9 and np.max(quad) >= 1 - 1e-6
+
+
+def test_rank_one_design_weights():
+    result = d_optimal_design(np.array([[0.5, -2.0, 1.0]]))
+    np.testing.assert_array_equal(result.weights, [0.0, 1.0, 0.0])
+    assert result.converged and result.max_ratio == 1.0

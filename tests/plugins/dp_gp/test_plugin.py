@@ -81,3 +81,46 @@ def test_cli_runs_dp_gp_under_replace_one(tmp_path):
     verified = CliRunner().invoke(main, ["--store", str(tmp_path / "runs"), "verify", out["run_dir"],
                                          "--allow-not-for-release"])
     assert verified.exit_code == 0, verified.output
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ({"lengthscale": {"a": 1.0}}, "lengthscale"),
+    ({"lengthscale": [[1.0]]}, "lengthscale"),
+    ({"variance": "1.0"}, "variance"),
+    ({"noise": None}, "noise"),
+    ({"centre": [150.0]}, "centre"),
+    ({"prior_mean": "0"}, "prior_mean"),
+    ({"data": "adult-train"}, "diabetes-train"),
+])
+def test_bad_config_types_get_a_one_line_error_naming_the_key(tmp_path, change, key):
+    """Before, a dict or nested lengthscale raised TypeError and a string variance a raw ValueError ("internal
+    error" from the CLI), and another data set passed check_config and the run then closed REFUSED."""
+    with pytest.raises(InvalidParameter, match=key):
+        PLUGIN.check_config({**SMOKE_CONFIG, **change})
+    (tmp_path / "config.json").write_text(json.dumps({**SMOKE_CONFIG, **change}), encoding="utf-8")
+    result = CliRunner().invoke(main, ["--store", str(tmp_path / "runs"), "run", "dp-gp", "--epsilon", "2", "--delta",
+                                       "1e-5", "--neighbouring", "replace_one", "--config",
+                                       str(tmp_path / "config.json")])
+    assert result.exit_code == 2, result.output
+    assert key in result.output and "internal error" not in result.output
+    assert not list((tmp_path / "runs").glob("**/ledger*")), "no run may be opened"
+
+
+def test_cli_cloaking_at_a_single_test_point_verifies(tmp_path):
+    """One test point makes C rank 1, which crashed the cloaking solver (the run closed FAILED)."""
+    config = {k: v for k, v in SMOKE_CONFIG.items() if k != "test_grid"}
+    (tmp_path / "config.json").write_text(json.dumps({**config, "test_points": [[30.0]]}), encoding="utf-8")
+    result = CliRunner().invoke(main, ["--store", str(tmp_path / "runs"), "run", "dp-gp", "--epsilon", "2", "--delta",
+                                       "1e-5", "--seed", "0", "--neighbouring", "replace_one", "--config",
+                                       str(tmp_path / "config.json"), "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output.strip().splitlines()[-1])
+    assert out["results"]["covariance"]["rank"] == 1 and len(out["results"]["predictions"]) == 1
+    verified = CliRunner().invoke(main, ["--store", str(tmp_path / "runs"), "verify", out["run_dir"],
+                                         "--allow-not-for-release"])
+    assert verified.exit_code == 0, verified.output
+
+
+def test_the_python_api_takes_another_protected_data_set():
+    """Only the CLI's check is bound to diabetes-train: the experiments run dp-gp on sessions protecting other sets."""
+    assert DpGpConfig.from_mapping({**SMOKE_CONFIG, "data": "howell1-women"}).data == "howell1-women"

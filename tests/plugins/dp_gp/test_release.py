@@ -13,13 +13,13 @@ import torch
 from scipy import integrate, stats
 
 from dpaudit import canonical
-from dpaudit.errors import BudgetExceeded
+from dpaudit.errors import BudgetExceeded, InvalidParameter
 from dpaudit.ledger import Record
 from dpaudit.mechanisms.gaussian import gaussian_event_delta, gaussian_grid_parameters
 from dpaudit.sensitivity import Neighbouring
 from dpaudit.verify import verify_bundle
 from dpaudit_plugins.dp_gp import gp as gp_module
-from dpaudit_plugins.dp_gp.formulas import cloaking_matrix, paper_c
+from dpaudit_plugins.dp_gp.formulas import cloaking_matrix, paper_c, standard_sensitivity
 from dpaudit_plugins.dp_gp.gp import posterior_mean
 from dpaudit_plugins.dp_gp.release import GpModel, OutputRule, plan_cloaking, plan_standard, release, whiten
 
@@ -43,6 +43,19 @@ def test_gpytorch_posterior_mean_is_the_linear_map_the_formulas_bound(device):
     mean = posterior_mean(model.X, z, Xs, lengthscale=model.lengthscale, variance=model.variance, noise=model.noise,
                           prior_mean=model.prior_mean, device=device)
     np.testing.assert_allclose(mean, model.prior_mean + C @ (z - model.prior_mean), atol=1e-8)
+
+
+def test_gpytorch_holds_the_public_hyperparameters_in_float64():
+    """Set before the float64 conversion, ℓ, v and m were rounded through float32 (ℓ = 1.5 became 1.500000035) and
+    the released mean was that of other hyperparameters than Δ's, off by ~1e-7 relative: a Δ that is not an upper
+    bound. The GPyTorch mean must be the formulas' linear map to float64 rounding."""
+    rng = np.random.default_rng(5)
+    X, Xs = rng.uniform(0, 10, size=(40, 1)), rng.uniform(0, 10, size=(25, 1))
+    z = rng.uniform(-2, 2, size=40)
+    ell, v, noise, m = 1.5, 3.3, 0.3, 0.1
+    C, _ = cloaking_matrix(X, Xs, ell, v, noise)
+    mean = posterior_mean(X, z, Xs, lengthscale=ell, variance=v, noise=noise, prior_mean=m, device="cpu")
+    np.testing.assert_allclose(mean, m + C @ (z - m), rtol=1e-11, atol=1e-12)
 
 
 def test_budget_is_refused_before_the_posterior_mean_is_computed(make_session, monkeypatch):
@@ -148,3 +161,36 @@ def test_forged_cloaking_record_is_rejected_by_verify(make_session):
     failed = {check.name: check.detail for check in report.checks if not check.ok}
     assert "ledger-chain" not in failed  # the chain itself was re-made consistently
     assert "recorded sensitivity" in failed["charges"] and "dp_gp_cloaking" in failed["charges"]
+
+
+def test_plan_for_another_relation_is_refused_before_any_charge(make_session, monkeypatch):
+    """A replace-one plan passed to ``release`` in an add/remove session was charged and released (verify flagged it
+    only afterwards): it must be refused before the budget is asked or the posterior mean computed."""
+    calls = []
+    monkeypatch.setattr(gp_module, "posterior_mean", lambda *a, **k: calls.append(1))
+    model, y, Xs = _problem()
+    plan = plan_standard(model, RULE, Xs, REPLACE)
+    assert plan.neighbouring is REPLACE
+    with make_session(epsilon=10.0, delta=1e-5, neighbouring="add_remove", protected=("outputs",)) as s:
+        view = s.for_plugin("dp-gp-test", "0")
+        monkeypatch.setattr(view, "check_affordable", lambda events: calls.append(2))
+        with pytest.raises(InvalidParameter, match="replace_one neighbours but the session uses add_remove"):
+            release(view, plan, y, 1.0, 1e-6)
+        assert s.spent_epsilon() == 0.0
+    assert calls == []
+
+
+def test_standard_charge_records_test_points_and_jitter():
+    """An auditor needs X* and j to rebuild M = K_** + jI (and check M ⪰ K_**, which Δ's "any X*, any j" rests on);
+    verify's formula refuses a record holding one without the other, or a bad jitter."""
+    model, _, Xs = _problem()
+    plan = plan_standard(model, RULE, Xs, REPLACE, jitter=1e-4)
+    inputs = plan.sensitivity.input_map
+    np.testing.assert_array_equal(np.array(inputs["X_star"]), Xs)
+    assert inputs["jitter"] == 1e-4
+    base = {**model.formula_inputs(), **RULE.formula_inputs()}
+    full = {**base, "X_star": Xs.tolist(), "jitter": 1e-4}
+    assert standard_sensitivity(full, REPLACE) == standard_sensitivity(base, REPLACE) == plan.sensitivity.value
+    for bad in ({**base, "jitter": 1e-4}, {**full, "jitter": 0.0}, {**full, "X_star": [[1.0, 2.0]]}):
+        with pytest.raises(InvalidParameter):
+            standard_sensitivity(bad, REPLACE)
