@@ -5,9 +5,10 @@ run against 19 random repetitions, 0.158 / 0.439 / 0.282); and BO against grid s
 (243 and 1024 points, Fig. 6).
 
 Every run is an audited ``dpareto`` session whose bundle verifies, all in adaptive sessions (Rényi filter): BO needs
-one (its trials' parameters depend on earlier errors), and the filter is valid for the baselines' fixed plans too
-(with these huge composed ε, a fixed-parameter session's bundle fails verify's independent PRV cross-check, whose
-lower bound comes out infinite). Each trial
+one (its trials' parameters depend on earlier errors), and the filter is valid for the baselines' fixed plans too,
+so every method runs under the same accountant. (When these runs were made, a fixed-parameter session with such a
+huge composed ε failed verify: Opacus's PRV lower bound overflowed to infinity past ε ≈ 709; fixed since, see
+docs/accounting.md, the prv section.) Each trial
 trains ``--replications`` models (one charge each) with the closed-form linear trainer
 (``plugins/dpareto/linear_dpsgd.py``: Poisson sampling, add/remove neighbours, the kernel's RDP accountant; the paper:
 fixed-size batches without replacement, replace-one) on Adult in the a1a construction

@@ -16,6 +16,7 @@ from typing import Any
 from dpaudit.errors import InvalidParameter
 from dpaudit.validation import check_count, check_finite, check_known_keys
 from dpaudit_plugins.dpareto.catalog import build_task
+from dpaudit_plugins.dpareto.domain import MAX_GRID_POINTS
 from dpaudit_plugins.dpareto.task import Task
 
 BO_METHODS = ("hvpoi", "qlognehvi")
@@ -87,7 +88,8 @@ def parse_config(config: Mapping[str, Any]) -> DparetoConfig:
     """Parse and validate a configuration (no data read, no session needed).
 
     Raises:
-        InvalidParameter: unknown keys, an unknown method or task, bad values.
+        InvalidParameter: unknown keys, an unknown method or task, bad values, more than
+            :data:`~dpaudit_plugins.dpareto.domain.MAX_GRID_POINTS` planned trials.
     """
     if not isinstance(config, Mapping):
         raise InvalidParameter("the dpareto configuration must be a mapping")
@@ -109,6 +111,10 @@ def parse_config(config: Mapping[str, Any]) -> DparetoConfig:
                        for name in BoSettings.__dataclass_fields__})
     if method in BO_METHODS and bo.n_initial < 2:
         raise InvalidParameter("n_initial must be at least 2 (the GPs need data before the first iteration)")
-    return DparetoConfig(task=build_task(config["task"]), method=method, reference_point=ref, bo=bo,
-                         n_trials=check_count("n_trials", config.get("n_trials", 64)),
-                         grid_points=check_count("grid_points", config.get("grid_points", 3), minimum=2))
+    cfg = DparetoConfig(task=build_task(config["task"]), method=method, reference_point=ref, bo=bo,
+                        n_trials=check_count("n_trials", config.get("n_trials", 64)),
+                        grid_points=check_count("grid_points", config.get("grid_points", 3), minimum=2))
+    if cfg.planned_trials > MAX_GRID_POINTS:  # before any grid or plan is built
+        raise InvalidParameter(f"the configuration plans {cfg.planned_trials} trials; at most {MAX_GRID_POINTS} "
+                               "are allowed")
+    return cfg

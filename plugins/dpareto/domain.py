@@ -21,6 +21,8 @@ from dpaudit.errors import InvalidParameter
 from dpaudit.validation import check_count, check_finite, check_known_keys
 
 SCALES = ("linear", "log")
+MAX_GRID_POINTS = 100_000
+"""The most points a grid may have (points per axis to the power d): a larger one is refused before it is built."""
 
 
 @dataclass(frozen=True)
@@ -134,8 +136,15 @@ class Domain:
 
     def grid(self, points_per_axis: int) -> np.ndarray:
         """The full grid of ``points_per_axis`` evenly spaced unit coordinates per axis (ends included), as unit
-        coordinates of shape (points_per_axis^d, d), in lexicographic order (Avent et al. 2020, Fig. 6)."""
+        coordinates of shape (points_per_axis^d, d), in lexicographic order (Avent et al. 2020, Fig. 6).
+
+        Raises:
+            InvalidParameter: fewer than 2 points per axis, or more than :data:`MAX_GRID_POINTS` in all.
+        """
         k = check_count("points_per_axis", points_per_axis, minimum=2)
+        if k ** self.dimension > MAX_GRID_POINTS:
+            raise InvalidParameter(f"a grid of {k} points per axis in {self.dimension} dimensions has "
+                                   f"{k ** self.dimension} points; at most {MAX_GRID_POINTS} are allowed")
         axis = np.linspace(0.0, 1.0, k)
         return np.array(list(itertools.product(axis, repeat=self.dimension)), dtype=float)
 

@@ -313,18 +313,18 @@ def train_linear(view: PluginSession, charges: Sequence[Charge], trial: LinearTr
     check_add_remove(view)
     if not charges:
         raise InvalidParameter("train_linear needs one charge per replication, got none")
-    rows = SparseRows.from_dense(X)
-    yt = torch.from_numpy(np.array(y, dtype=np.float32))
-    if yt.shape != (len(rows.cols),):
+    if len(np.shape(X)) != 2 or np.shape(y) != np.shape(X)[:1]:  # shapes only: n is public, no record is read
         raise InvalidParameter(f"need X of shape (n, d) and y of shape (n,); got {np.shape(X)} and {np.shape(y)}")
-    plan = trial.plan(len(yt))
-    event = trial.event(len(yt))
+    plan = trial.plan(np.shape(X)[0])
+    event = trial.event(np.shape(X)[0])
     for charge in charges:
         if not view.holds(charge):
             raise PluginError(f"linear DP training: charge {charge.seq} was not made by this session")
         check_covered(charge.event, event)
     for charge in charges:
         view.claim(charge)  # atomic in the session: a charge covers one run
+    rows = SparseRows.from_dense(X)  # the first read of a record, after every claim
+    yt = torch.from_numpy(np.array(y, dtype=np.float32))
 
     generator = torch.Generator().manual_seed(seed)
     R = len(charges)

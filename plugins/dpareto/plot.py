@@ -1,6 +1,8 @@
 """The front as a picture: a PNG of every trial and the Pareto staircase in (ε, error), for the MLflow run.
 
 Only released values are drawn (each trial's ε and its error on public evaluation data), so the figure is public.
+The x axis is each trial's ε, which is that of **one** model: a trial that trains R replications releases the mean
+error of R models, each under its own charge, so the released error costs R such charges (the ledger holds them).
 matplotlib's Agg backend renders it off-screen (no display needed).
 """
 
@@ -36,7 +38,7 @@ def front_png(trials: Sequence[Trial], reference: tuple[float, float], title: st
             ax.scatter(xs, [t.error for t in front], s=18, color="tab:blue")
         ax.scatter([reference[0]], [reference[1]], marker="*", s=80, color="k", label="reference point")
         ax.set_xscale("log")
-        ax.set_xlabel("epsilon (one trial)")
+        ax.set_xlabel("epsilon of one model (a trial's error may average several, each charged)")
         ax.set_ylabel("error (public evaluation data)")
         ax.set_title(title)
         ax.legend(fontsize=7, loc="best")

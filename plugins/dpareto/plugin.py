@@ -102,11 +102,11 @@ def _record_plan(view: PluginSession, cfg: DparetoConfig, seed: int) -> None:
 def _run_bo(view: PluginSession, cfg: DparetoConfig, seed: int) -> tuple[list[Trial], str]:
     task, n = cfg.task, cfg.planned_trials
     worst = task.worst_case(view)
-    if worst.events:
+    if worst:
         if view.accountant is not None:
             raise InvalidParameter("dpareto's Bayesian optimisation chooses each trial's privacy parameters from "
                                    "earlier results: run it in an adaptive session (dpaudit run dpareto --adaptive)")
-        view.check_affordable(list(worst.events) * n)
+        view.check_affordable(list(worst) * n)
     _record_plan(view, cfg, seed)
     counter = iter(range(n))
 
@@ -114,7 +114,7 @@ def _run_bo(view: PluginSession, cfg: DparetoConfig, seed: int) -> tuple[list[Tr
         return run_trial(task, view, unit, next(counter), phase, worst)
 
     trials = bayesian_optimisation(task.domain, cfg.method, cfg.bo, cfg.reference_point, evaluate, seed)
-    return trials, "adaptive-renyi-filter" if worst.events else "no-protected-data"
+    return trials, "adaptive-renyi-filter" if worst else "no-protected-data"
 
 
 def _run_fixed(view: PluginSession, cfg: DparetoConfig, seed: int) -> tuple[list[Trial], str]:

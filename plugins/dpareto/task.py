@@ -41,7 +41,7 @@ from dpaudit.events import (
     neighbouring_of,
 )
 from dpaudit.events import compose as compose_events
-from dpaudit.validation import check_delta, check_epsilon
+from dpaudit.validation import check_count, check_delta, check_epsilon
 
 if TYPE_CHECKING:
     from dpaudit.plugin_session import PluginSession
@@ -88,18 +88,34 @@ class TrialPlan:
     Attributes:
         events: the events the plugin charges before the trial runs, in order (empty: the trial touches no
             protected data, e.g. a synthetic SVT instance).
-        epsilon: the trial's privacy objective: the ε of the released model at ``oracle.delta`` (> 0, finite).
+        epsilon: the trial's privacy objective as the task states it: the ε of each released model at
+            ``oracle.delta`` (> 0, finite). For a trial that charges, the plugin recomputes it from the events
+            (:func:`model_epsilon`) and refuses a stated ε below that (:func:`~dpaudit_plugins.dpareto.trials.
+            run_trial`); for one that charges nothing it is the oracle's statement, not certified.
         oracle: how ``epsilon`` was derived.
+        models: the number of models the trial trains: ``events`` is ``models`` consecutive groups of equal size,
+            one per model (e.g. DPareto's replications), and ``epsilon`` is about each group, not their composition.
     """
 
     events: tuple[PrivacyEvent, ...]
     epsilon: float
     oracle: EpsilonOracle
+    models: int = 1
 
     def __post_init__(self) -> None:
         check_epsilon(self.epsilon, "a trial's epsilon")
         if not all(isinstance(e, PrivacyEvent) for e in self.events):
             raise InvalidParameter("a trial plan's events must be PrivacyEvents")
+        if check_count("models", self.models) > 1 and len(self.events) % self.models:
+            raise InvalidParameter(f"a trial plan's {len(self.events)} events do not split into {self.models} "
+                                   "models")
+
+    def groups(self) -> list[tuple[int, ...]]:
+        """The positions in ``events`` of each model's events (none when the plan charges nothing)."""
+        if not self.events:
+            return []
+        size = len(self.events) // self.models
+        return [tuple(range(m * size, (m + 1) * size)) for m in range(self.models)]
 
 
 @runtime_checkable
@@ -121,10 +137,11 @@ class Task(Protocol):
     def plan(self, params: Params, view: PluginSession) -> TrialPlan:
         """The events a trial at ``params`` will charge and its ε (deterministic in ``params``; no noise drawn)."""
 
-    def worst_case(self, view: PluginSession) -> TrialPlan:
-        """A plan whose events dominate every point's plan at every Rényi order (:func:`check_dominated`): the
-        up-front cost bound of one adaptively chosen trial (e.g. DP-SGD at the largest sampling rate, the most steps
-        and the smallest noise multiplier of the domain, not necessarily a point of it)."""
+    def worst_case(self, view: PluginSession) -> tuple[PrivacyEvent, ...]:
+        """Events that dominate every point's events at every Rényi order (:func:`check_dominated`): the up-front
+        cost bound of one adaptively chosen trial (e.g. DP-SGD at the largest sampling rate, the most steps and the
+        smallest noise multiplier of the domain, not necessarily a point of it); empty for a task that charges
+        nothing. No ε is asked for: none is needed, and at such a corner it can be costly to compute."""
 
     def evaluate(self, params: Params, charges: tuple[Charge, ...], view: PluginSession, seed: int) -> float:
         """Run the trial at ``params`` under ``charges`` (those of :meth:`plan`, already charged) and return its
@@ -168,6 +185,23 @@ def epsilon_of_events(events: Sequence[PrivacyEvent], delta: float, accountant: 
     oracle = EpsilonOracle(accountant=acc.name, version=acc.version(), sampling=sampling,
                            neighbouring=relations.pop().value, delta=delta)
     return float(acc.epsilon(composed, delta)), oracle
+
+
+def model_epsilon(plan: TrialPlan) -> float:
+    """The largest ε over the plan's models, each model's events composed by the oracle's accountant at its δ
+    (:func:`epsilon_of_events`): what a charging trial may at least report (equal groups are computed once).
+
+    Raises:
+        InvalidParameter: the plan charges nothing (its ε can only be the oracle's).
+    """
+    if not plan.events:
+        raise InvalidParameter("a trial that charges nothing has no epsilon to recompute from its events")
+    found: list[tuple[list[PrivacyEvent], float]] = []
+    for group in plan.groups():
+        events = [plan.events[i] for i in group]
+        if not any(events == seen for seen, _ in found):
+            found.append((events, epsilon_of_events(events, plan.oracle.delta, plan.oracle.accountant)[0]))
+    return max(epsilon for _, epsilon in found)
 
 
 def rdp_of(events: Sequence[PrivacyEvent], orders: Sequence[float] = FILTER_ORDERS) -> tuple[np.ndarray,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from dpaudit.data.adult_a1a import TEST_IDS, TEST_NAME, TRAIN_NAME
 from dpaudit.errors import InvalidParameter, PluginError
+from dpaudit.events import PrivacyEvent
 from dpaudit.tuning.training import SamplingPlan, dp_sgd_event
 from dpaudit.validation import check_count, check_delta, check_known_keys
 from dpaudit_plugins.dpareto.domain import Domain, Parameter
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 TRAIN_SIZE = 32561 - TEST_IDS
 DELTA = 1e-5
 REPLICATIONS = 10
+ACCOUNTANTS = ("rdp",)
+"""The accountants a point's ε may be derived with (see :class:`AdultTask`)."""
 
 DOMAIN = Domain((
     Parameter("epochs", 1, 64, integer=True),
@@ -62,9 +65,11 @@ class AdultTask:
         optimizer: ``"sgd"`` or ``"adam"``.
         replications: models trained per point (their errors are averaged).
         delta: the δ at which each point's ε is stated.
-        accountant: the accountant that derives ε (``"rdp"`` by default; pinned in each point's oracle).
-        rows: train on the first ``rows`` a1a training records only (smoke tests; at least 512, the largest
-            lot); None: all 30,956.
+        accountant: the accountant that derives ε, pinned in each point's oracle: ``"rdp"``, the only one offered
+            (:data:`ACCOUNTANTS`): a point of the domain composes up to 247,616 Poisson-subsampled Gaussian steps
+            (64 epochs of lot 8), which the PLD-based accountants cannot hold in memory at σ = 0.1.
+        rows: train on the first ``rows`` a1a training records only (smoke tests; more than 512, the largest
+            lot, so that q = B/n < 1); None: all 30,956.
     """
 
     name: str
@@ -82,9 +87,12 @@ class AdultTask:
     def __post_init__(self) -> None:
         check_count("replications", self.replications)
         check_delta(self.delta, allow_zero=False)
-        if self.rows is not None and check_count("rows", self.rows) < DOMAIN.parameters[1].upper:
-            raise InvalidParameter(f"rows must be at least {DOMAIN.parameters[1].upper:g}, the domain's largest lot "
-                                   f"size, got {self.rows}")
+        if self.accountant not in ACCOUNTANTS:
+            raise InvalidParameter(f"the dpareto Adult tasks' accountant must be one of {', '.join(ACCOUNTANTS)}, "
+                                   f"got {self.accountant!r}")
+        if self.rows is not None and check_count("rows", self.rows) <= DOMAIN.parameters[1].upper:
+            raise InvalidParameter(f"rows must be more than {DOMAIN.parameters[1].upper:g}, the domain's largest lot "
+                                   f"size (q = B/n must be below 1), got {self.rows}")
         LinearTrial(self.loss, self.optimizer, 1, 8, 1e-3, 1.0, 1.0)  # refuses an unknown loss or optimizer
 
     @property
@@ -100,13 +108,14 @@ class AdultTask:
     def _plan(self, trial: LinearTrial) -> TrialPlan:
         event = trial.event(self.dataset_size, label=f"dpareto {self.name}: {trial.describe()}")
         epsilon, oracle = epsilon_of_events([event], self.delta, self.accountant)
-        return TrialPlan(events=(event,) * self.replications, epsilon=epsilon, oracle=oracle)
+        return TrialPlan(events=(event,) * self.replications, epsilon=epsilon, oracle=oracle,
+                         models=self.replications)
 
     def plan(self, params: Params, view: PluginSession) -> TrialPlan:
         """``replications`` copies of the point's DP-SGD event; ε of one model at ``delta``."""
         return self._plan(self.trial(params))
 
-    def worst_case(self, view: PluginSession) -> TrialPlan:
+    def worst_case(self, view: PluginSession) -> tuple[PrivacyEvent, ...]:
         """The largest sampling rate (lot 512), the most steps (64 epochs of lot 8) and the smallest σ (0.1) of the
         domain in one event: the Poisson-subsampled Gaussian's RDP grows with q and N and falls with σ, so it
         dominates every point's event."""
@@ -114,8 +123,7 @@ class AdultTask:
         plan = SamplingPlan(dataset_size=n, sample_rate=min(512, n) / n, steps_per_epoch=n // 8, epochs=64)
         worst = dp_sgd_event(plan, noise_multiplier=0.1, max_grad_norm=4.0, assumptions=ASSUMPTIONS,
                              label=f"dpareto {self.name}: worst case of the domain (q of lot 512, steps of lot 8)")
-        epsilon, oracle = epsilon_of_events([worst], self.delta, self.accountant)
-        return TrialPlan(events=(worst,) * self.replications, epsilon=epsilon, oracle=oracle)
+        return (worst,) * self.replications
 
     def evaluate(self, params: Params, charges: tuple[Charge, ...], view: PluginSession, seed: int) -> float:
         """Train the replications under ``charges`` (claimed by the trainer) and return their mean public error.

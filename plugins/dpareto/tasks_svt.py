@@ -50,6 +50,7 @@ from dpaudit_plugins.dpareto.pareto import pareto_mask
 from dpaudit_plugins.dpareto.task import EpsilonOracle, Params, TrialPlan
 
 if TYPE_CHECKING:
+    from dpaudit.events import PrivacyEvent
     from dpaudit.plugin_session import PluginSession
     from dpaudit.session import Charge
 
@@ -188,9 +189,9 @@ class SVTTask:
         """No event (nothing protected is touched); ε from the closed-form oracle."""
         return self._plan(params["C"], params["b"], view)
 
-    def worst_case(self, view: PluginSession) -> TrialPlan:
-        """The largest ε of the domain: C = 30, b = 10⁻² (ε grows with C and falls with b)."""
-        return self._plan(C_RANGE[1], B_RANGE[0], view)
+    def worst_case(self, view: PluginSession) -> tuple[PrivacyEvent, ...]:
+        """No event: no trial charges anything."""
+        return ()
 
     def evaluate(self, params: Params, charges: tuple[Charge, ...], view: PluginSession, seed: int) -> float:
         """1 − mean F1 at (C, b) (:meth:`error`); no charge to claim, nothing released but the number."""

@@ -37,8 +37,8 @@ class LaplaceTask:
     def plan(self, params, view) -> TrialPlan:
         return self._plan(float(params["eps"]), view)
 
-    def worst_case(self, view) -> TrialPlan:
-        return self._plan(0.5, view)
+    def worst_case(self, view) -> tuple:
+        return self._plan(0.5, view).events
 
     def evaluate(self, params, charges, view, seed: int) -> float:
         self.evaluated.append(dict(params))

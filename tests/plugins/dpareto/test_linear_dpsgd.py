@@ -157,3 +157,22 @@ def test_a_charge_of_another_session_is_refused(make_session):
         charge = first.for_plugin("dpareto", "test").charge(trial.event(len(X)), mechanism="dpareto-trial")
     with _session(make_session, 1e5) as second, pytest.raises(PluginError, match="not made by this session"):
         train_linear(second.for_plugin("dpareto", "test"), (charge,), trial, X, y, X, y, seed=0)
+
+
+class _Untouchable:
+    """Features whose shape is public but whose records must not be read (reading them fails the test)."""
+
+    def __init__(self, X: np.ndarray) -> None:
+        self.shape = X.shape
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("a record was read before the charges were checked and claimed")
+
+
+def test_no_record_is_read_before_the_charges_are_checked(make_session):
+    X, y = _separable()
+    trial = LinearTrial("logistic", "sgd", epochs=1, batch_size=30, lr=0.1, noise_multiplier=1.0, max_grad_norm=1.0)
+    with _session(make_session) as first:
+        charge = first.for_plugin("dpareto", "test").charge(trial.event(len(X)), mechanism="dpareto-trial")
+    with _session(make_session, 1e5) as second, pytest.raises(PluginError, match="not made by this session"):
+        train_linear(second.for_plugin("dpareto", "test"), (charge,), trial, _Untouchable(X), y, X, y, seed=0)

@@ -161,13 +161,60 @@ def test_a_budget_that_cannot_pay_for_every_trial_is_refused_before_the_first(ma
 
 def test_a_trial_beyond_the_declared_worst_case_is_refused_before_its_charge(make_session):
     class Understated(LaplaceTask):
-        def worst_case(self, view) -> TrialPlan:
-            return self._plan(0.06, view)  # below most of the domain
+        def worst_case(self, view) -> tuple:
+            return self._plan(0.06, view).events  # below most of the domain
 
     cfg = DparetoConfig(task=Understated(), method="hvpoi", bo=SMALL_BO)
     _, out, records, _ = _run(make_session, cfg)
     assert isinstance(out, InvalidParameter) and "worst case" in str(out)
     assert not [r for r in records if r.type == "charge"]
+
+
+class Forged(LaplaceTask):
+    """Charges correctly but reports ε/100 (the reviewer's forged front)."""
+
+    def _plan(self, eps: float, view) -> TrialPlan:
+        plan = super()._plan(eps, view)
+        return TrialPlan(events=plan.events, epsilon=plan.epsilon / 100, oracle=plan.oracle)
+
+
+@pytest.mark.parametrize("method", ["random", "hvpoi"])
+def test_a_task_stating_less_than_its_charges_cost_is_refused_before_any_charge(make_session, method):
+    cfg = DparetoConfig(task=Forged(), method=method, bo=SMALL_BO, n_trials=3)
+    _, out, records, _ = _run(make_session, cfg)
+    assert isinstance(out, InvalidParameter) and "states epsilon" in str(out)
+    assert not [r for r in records if r.type == "charge"] and not _infos(records, "dpareto_trial")
+
+
+def test_every_points_epsilon_is_rederived_by_verify_from_the_charges_it_names(make_session):
+    cfg = DparetoConfig(task=LaplaceTask(), method="random", n_trials=3)
+    session, out, records, _ = _run(make_session, cfg)
+    for trial in _infos(records, "dpareto_trial"):
+        assert trial["certified"] is True
+        assert trial["epsilon_claim"]["models"] == [trial["charges"]]
+        assert trial["epsilon_claim"]["accountant"] == "basic" and trial["epsilon_claim"]["delta"] == 1e-5
+    report = verify_bundle(session.run_dir, allow_not_for_release=True)
+    (check,) = [c for c in report.checks if c.name == "epsilon-claims"]
+    assert check.ok and check.detail.startswith("3 stated epsilons"), check.detail
+
+
+def test_an_uncharged_trial_says_its_epsilon_is_the_oracles_not_certified(make_session):
+    cfg = parse_config({"task": {"name": "svt", "orders": 2}, "method": "random", "n_trials": 2})
+    _, _, records, _ = _run(make_session, cfg, epsilon=1.0, adaptive=False)
+    trials = _infos(records, "dpareto_trial")
+    assert len(trials) == 2
+    assert all(t["certified"] is False and "epsilon_claim" not in t and not t["charges"] for t in trials)
+
+
+def test_a_grid_beyond_the_bound_is_refused_before_it_is_built(monkeypatch):
+    def never(*args):
+        raise AssertionError("the grid was built")
+
+    monkeypatch.setattr("itertools.product", never)
+    with pytest.raises(InvalidParameter, match="at most 100000"):
+        parse_config({"task": {"name": "adult-logreg-sgd"}, "method": "grid", "grid_points": 11})
+    with pytest.raises(InvalidParameter, match="at most 100000"):
+        LaplaceTask.domain.grid(400)
 
 
 def test_configuration_is_checked_without_a_session():

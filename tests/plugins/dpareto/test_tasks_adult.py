@@ -47,11 +47,12 @@ def test_worst_case_dominates_every_corner_of_table_1():
                                                                      (0.1, 4.0)]
     worst = task.worst_case(_View())
     for corner in itertools.product(*[(p.lower, p.upper) for p in task.domain.parameters]):
-        check_dominated(task.plan(task.domain.point(corner), _View()).events, worst.events)
+        check_dominated(task.plan(task.domain.point(corner), _View()).events, worst)
 
 
 @pytest.mark.parametrize("config", [{"replications": 0}, {"delta": 0.0}, {"rows": 0}, {"rows": 511},
-                                    {"replicas": 2}])
+                                    {"rows": 512}, {"replicas": 2}, {"accountant": "pld"},
+                                    {"accountant": "nope"}])
 def test_bad_configuration_is_refused(config):
     with pytest.raises(InvalidParameter):
         build_logreg_adam(config)
@@ -74,4 +75,19 @@ def test_a_random_search_through_the_plugin_charges_each_replication_and_verifie
     assert min(charge_seqs) < first_training
     certificate = json.loads(session.certificate_path.read_text(encoding="utf-8"))
     assert TRAIN_NAME in json.dumps(certificate)
-    assert verify_bundle(session.run_dir, allow_not_for_release=True).valid
+    report = verify_bundle(session.run_dir, allow_not_for_release=True)
+    assert report.valid and "epsilon-claims" in {c.name for c in report.checks}
+    ledgered = [r.body["info"]["dpareto_trial"] for r in records
+                if r.type == "info" and "dpareto_trial" in r.body.get("info", {})]
+    for trial, point in zip(ledgered, out["trials"], strict=True):  # ε about each replication, one claim each
+        assert trial["certified"] is True and trial["epsilon_claim"]["accountant"] == "rdp"
+        assert trial["epsilon_claim"]["models"] == [[seq] for seq in point["charges"]]
+
+
+def test_rows_at_the_largest_lot_and_a_pld_accountant_are_refused_at_parse_time():
+    """rows = 512 made q = 1 at lot 512 (an internal error after the charges); "pld" made the worst case's ε a PLD
+    of 247,616 steps at σ = 0.1 (memory exhausted): both are refused when the configuration is parsed."""
+    for task in ({"name": "adult-logreg-sgd", "rows": 512}, {"name": "adult-svm-sgd", "accountant": "pld"}):
+        with pytest.raises(InvalidParameter, match="rows must be more than 512|accountant must be one of"):
+            parse_config({"task": task, "method": "random", "n_trials": 1})
+

@@ -146,9 +146,7 @@ def test_task_protocol_plan_and_worst_case():
     plan = task.plan({"C": 4, "b": 1.0}, View())
     assert plan.events == () and plan.epsilon == pytest.approx(15.0)
     assert plan.oracle.accountant == "svt-closed-form" and plan.oracle.delta == 0.0
-    worst = task.worst_case(View())
-    corners = [task.plan({"C": c, "b": b}, View()).epsilon for c in (1, 30) for b in (1e-2, 1e2)]
-    assert worst.epsilon == pytest.approx(max(corners))
+    assert task.worst_case(View()) == ()  # nothing is charged, so nothing bounds the budget
     assert math.isfinite(task.evaluate({"C": 4, "b": 1.0}, (), View(), seed=0))
 
 
