@@ -128,7 +128,9 @@ def _log_diff_ndtr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _mixture_inverse(y: np.ndarray, q: float, sigma: float) -> np.ndarray:
     """x with g(x) = y for g(x) = ln((1 − q) + q·e^{(2x − 1)/(2σ²)}), −∞ where y ≤ ln(1 − q)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        inner = np.log(np.maximum(np.expm1(y) + q, 0.0) / q)  # e^y − (1 − q) = expm1(y) + q
+        # ln(e^y − (1 − q)): expm1(y) + q for y ≤ 0, y + ln(1 − (1 − q)e^{−y}) above (e^y overflows beyond 709)
+        above = y + np.log1p(-(1.0 - q) * np.exp(-np.maximum(y, 0.0)))
+        inner = np.where(y > 0, above, np.log(np.maximum(np.expm1(np.minimum(y, 0.0)) + q, 0.0))) - math.log(q)
     return np.where(y > math.log1p(-q) if q < 1 else np.ones_like(y, dtype=bool), sigma**2 * inner + 0.5, -np.inf)
 
 

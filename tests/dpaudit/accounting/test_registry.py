@@ -14,7 +14,8 @@ def test_names_and_default():
     assert isinstance(get_accountant(DEFAULT_ACCOUNTANT), TightestAccountant)
     for name in ACCOUNTANTS:
         acc = get_accountant(name)
-        version = 3 if name == "pld" else 1  # pld/3: the canonical fold by binary digits (docs/accounting.md)
+        # pld/3: the canonical fold by binary digits; prv/2: the overflow-safe epsilon sum (docs/accounting.md)
+        version = {"pld": 3, "prv": 2}.get(name, 1)
         assert acc.name == name and acc.version().startswith(f"{name}/{version}")
 
 
