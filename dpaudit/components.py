@@ -64,10 +64,12 @@ def recomputing_accountant(run_accountant: str, attained_by: Any) -> str:
     return named if named in uses else run_accountant
 
 
-def _component_epsilon(opened: OpenBody, event: PrivacyEvent, attained_by: Any) -> tuple[float, str]:
+def _component_epsilon(opened: OpenBody, event: PrivacyEvent, attained_by: Any,
+                       recorded_version: str | None) -> tuple[float, str]:
     """(ε, source) of one component: with :func:`recomputing_accountant` when ``attained_by`` is a usable name and
     that accountant bounds the event, else with the run's accountant (so that naming an accountant that fails
-    cannot leave a component unchecked)."""
+    cannot leave a component unchecked); either composes as the claim's ``recorded_version`` says (its PLD fold,
+    :func:`dpaudit.accounting.get_accountant`)."""
     # the accountants import the numerics stack: only for a run with several components (or still open)
     from dpaudit.accounting import get_accountant
 
@@ -75,10 +77,10 @@ def _component_epsilon(opened: OpenBody, event: PrivacyEvent, attained_by: Any) 
     named = recomputing_accountant(run_accountant, attained_by)
     if named != run_accountant:
         try:
-            return get_accountant(named).epsilon_with_source(event, opened.delta)
+            return get_accountant(named, recorded_version).epsilon_with_source(event, opened.delta)
         except DPAuditError:
             pass  # the run's accountant decides
-    return get_accountant(run_accountant).epsilon_with_source(event, opened.delta)
+    return get_accountant(run_accountant, recorded_version).epsilon_with_source(event, opened.delta)
 
 
 def component_costs(opened: OpenBody, components: Sequence[Sequence[PrivacyEvent]], total_charges: int,
@@ -93,7 +95,8 @@ def component_costs(opened: OpenBody, components: Sequence[Sequence[PrivacyEvent
         opened: the ledger's open record (accountant, δ, adaptivity).
         components: the events of each component.
         total_charges: how many charges the run made.
-        claim: the run's (recomputed or certified) claim, None while the run is open.
+        claim: the run's (recomputed or certified) claim, None while the run is open; its ``accountant_version``
+            names the PLD fold components are recomputed with.
         attained: per component, the accountant a certificate says attained its ε (verify); each component is then
             recomputed with :func:`recomputing_accountant` instead of the run's accountant.
 
@@ -104,12 +107,14 @@ def component_costs(opened: OpenBody, components: Sequence[Sequence[PrivacyEvent
     if opened.adaptive is not None:
         return [{"epsilon": None, "attained_by": None, "note": ADAPTIVE_NOTE} for _ in components]
     costs = []
+    recorded_version = None if claim is None else claim.get("accountant_version")
     for i, events in enumerate(components):
         if claim is not None and len(events) == total_charges:
             epsilon, source = claim["epsilon"], claim["attained_by"]
         else:
             try:
-                epsilon, source = _component_epsilon(opened, compose(events), None if attained is None else attained[i])
+                epsilon, source = _component_epsilon(opened, compose(events), None if attained is None else attained[i],
+                                                     recorded_version)
             except DPAuditError as exc:
                 costs.append({"epsilon": None, "attained_by": None, "note": f"n/a: {exc}"})
                 continue

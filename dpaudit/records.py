@@ -290,19 +290,57 @@ class ChargeBody:
 _KEY_FORMAT = 2
 
 
+#: the types :func:`marshal.dumps` writes as themselves and ``marshal.loads`` reads back as the same types: those of
+#: JSON, and tuples
+_EXACT = frozenset({dict, list, tuple, str, int, float, bool, type(None)})
+#: what a cached decoding returns for a key that is not a type-exact copy of the value it was made of
+_INEXACT = object()
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is built of :data:`_EXACT` types only (as every body parsed from a ledger's JSON is)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item)
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif kind not in _EXACT:
+            return False
+    return True
+
+
+def _copy_of_key(key: bytes) -> Any:
+    """``marshal.loads(key)`` when that is plain data (:func:`_plain`), else :data:`_INEXACT`.
+
+    marshal writes an object of an :data:`_EXACT` type as itself and any other object with the buffer protocol (a
+    numpy number or array, a bytearray) as bytes, and refuses every other object; so a key whose copy holds no bytes
+    (nothing outside :data:`_EXACT`) was made of a value with exactly the copy's types. ``numpy.float64(1.5)`` and the
+    ``numpy.int64`` of the same bits share a key, whose copy holds bytes: neither is decoded from it.
+    """
+    copy = marshal.loads(key)
+    return copy if _plain(copy) else _INEXACT
+
+
 def _by_value(cached: Callable[[bytes], Any], direct: Callable[[Any], Any], value: Mapping[str, Any]) -> Any:
     """``direct(value)``, through ``cached`` (a function of ``value``'s serialization) when ``value`` is plain data.
 
-    The key is ``marshal.dumps(value)``: a serialization that ``marshal.loads`` inverts with types, so two values with
-    the same key are equal *with the same types* (``1``, ``1.0``, ``True`` and ``-0.0``, ``0.0`` differ, unlike
-    under Python's ``==``), and ``cached(key)`` decodes ``marshal.loads(key)``, a copy of ``value``. A JSON value
-    that is not the same with its exact types (e.g. ``true`` for ``1``) therefore never gets another's decoding.
+    The key is ``marshal.dumps(value)``. ``cached(key)`` decodes :func:`_copy_of_key`: for plain data a copy that
+    ``marshal.loads`` makes with the same types, so two values with the same key are equal *with the same types*
+    (``1``, ``1.0``, ``True`` and ``-0.0``, ``0.0`` differ, unlike under Python's ``==``), and a JSON value that is
+    not the same with its exact types (e.g. ``true`` for ``1``) never gets another's decoding. For a key that is no
+    type-exact copy (a mapping built in code with numpy numbers) ``cached`` returns :data:`_INEXACT` and ``value``
+    is decoded directly: whether it is, is a function of the key, so a cache hit costs no walk over ``value``.
     """
     try:
         key = marshal.dumps(value, _KEY_FORMAT)
     except ValueError:  # not plain data (a mapping built in code): decoded directly
         return direct(value)
-    return cached(key)
+    found = cached(key)
+    return direct(value) if found is _INEXACT else found
 
 
 def _event_by_value(event: Mapping[str, Any]) -> PrivacyEvent:
@@ -311,10 +349,11 @@ def _event_by_value(event: Mapping[str, Any]) -> PrivacyEvent:
 
 
 @functools.lru_cache(maxsize=1024)
-def _event_of_key(key: bytes) -> PrivacyEvent:
+def _event_of_key(key: bytes) -> Any:
     """The event whose description serializes to ``key`` (:func:`_by_value`), one object per distinct description
-    (events are immutable)."""
-    return PrivacyEvent.from_dict(marshal.loads(key))
+    (events are immutable); :data:`_INEXACT` for a key that is no type-exact copy of its value."""
+    copy = _copy_of_key(key)
+    return copy if copy is _INEXACT else PrivacyEvent.from_dict(copy)
 
 
 def _imputation_problem(rule: Mapping[str, Any]) -> str | None:
@@ -335,10 +374,11 @@ def _imputation_problem_by_value(rule: Mapping[str, Any]) -> str | None:
 
 
 @functools.lru_cache(maxsize=256)
-def _imputation_problem_of_key(key: bytes) -> str | None:
+def _imputation_problem_of_key(key: bytes) -> Any:
     """:func:`_imputation_problem` of the rule that serializes to ``key`` (:func:`_by_value`), checked once per
-    distinct rule."""
-    return _imputation_problem(marshal.loads(key))
+    distinct rule; :data:`_INEXACT` for a key that is no type-exact copy of its value."""
+    copy = _copy_of_key(key)
+    return copy if copy is _INEXACT else _imputation_problem(copy)
 
 
 @dataclass(frozen=True)

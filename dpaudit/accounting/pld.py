@@ -38,7 +38,10 @@ the fold as one composition per binary digit d of n, largest first, each with th
 alone, and it is what the budget filter computes incrementally (the previous fold is kept, so a new part costs one
 composition, also inside a run: :class:`Fold`, :class:`FoldCache`), what the certificate computes from the ledger's
 charges and what ``dpaudit verify`` recomputes: the same floating-point operations in the same order, hence the same
-ε, bit for bit. A tally alone (:meth:`PldAccountant.composed`) is one run of length 1.
+ε, bit for bit. A tally alone (:meth:`PldAccountant.composed`) is one run of length 1. That is version ``pld/3`` of
+the fold; ``pld/2`` entered a run as one self-composition of its whole length (:data:`FOLDS`). Both are pessimistic
+upper bounds that differ in the last digits, so verify recomputes a certificate with the fold its recorded
+accountant version names (:func:`recorded_fold`), bit for bit.
 
 ε is read off a composed PLD by :class:`HockeyStick` (the same hockey-stick formula as dp_accounting's
 ``get_epsilon_for_delta``, vectorised with numpy instead of a Python loop over the loss grid).
@@ -52,8 +55,10 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import dp_accounting
@@ -251,8 +256,53 @@ def run_pld(run: Run) -> pld_lib.PrivacyLossDistribution:
 
 
 def digits(length: int) -> tuple[int, ...]:
-    """The powers of two that sum to ``length`` (its binary digits), largest first."""
+    """The powers of two that sum to ``length`` (its binary digits), largest first (fold ``pld/3``)."""
     return tuple(1 << j for j in range(length.bit_length() - 1, -1, -1) if length >> j & 1)
+
+
+def whole(length: int) -> tuple[int, ...]:
+    """``length`` as one part: a run is one self-composition (fold ``pld/2``)."""
+    return (length,)
+
+
+@dataclass(frozen=True)
+class FoldScheme:
+    """A version of the canonical fold (module docstring, "Composition order").
+
+    Attributes:
+        version: the version its accountant records (``"pld/3"``).
+        description: how runs enter the fold, in the accountant's version string.
+        split: the lengths, in order, of the self-compositions a run of a given length enters the fold as.
+    """
+
+    version: str
+    description: str
+    split: Callable[[int], tuple[int, ...]]
+
+
+#: Every fold a certificate may have been closed under, by version; the last is the current one.
+FOLDS = {scheme.version: scheme for scheme in (FoldScheme("pld/2", "run fold", whole),
+                                                FoldScheme("pld/3", "run fold by binary digits", digits))}
+CURRENT_FOLD = "pld/3"
+
+
+def recorded_fold(accountant_version: object) -> str:
+    """The fold version a certificate's ``accountant_version`` names (the PLD accountant's own, or the PLD member's
+    inside the tightest's); the current one when it names none (or is None).
+
+    Raises:
+        AccountingError: it is not a string, or names a version this code has no fold for, or two versions.
+    """
+    if accountant_version is not None and not isinstance(accountant_version, str):
+        raise AccountingError(f"the certificate's accountant version is not a string: {accountant_version!r}")
+    named = set(re.findall(r"(?<![\w/-])pld/\d+\b", accountant_version or ""))
+    if len(named) > 1:
+        raise AccountingError(f"accountant version names several pld versions: {', '.join(sorted(named))}")
+    version = named.pop() if named else CURRENT_FOLD
+    if version not in FOLDS:
+        raise AccountingError(f"the certificate's accountant version is {version}, which this verifier cannot "
+                              f"recompute (known pld folds: {', '.join(FOLDS)})")
+    return version
 
 
 def parts(event: PrivacyEvent) -> tuple[PrivacyEvent, ...]:
@@ -264,26 +314,29 @@ class Fold:
     """The canonical fold of the first ``length`` parts of a composition (module docstring, "Composition order").
 
     Its PLD is ``before`` (the PLD of every run but the last; None when there is none) composed, one after the
-    other, with the last run's tally self-composed d times for each binary digit d of the run's length, largest
-    first (:func:`digits`, :func:`run_pld`). It keeps the PLDs after each of those digits (``partials``, as far as
-    computed): the fold one part longer in the same run shares every one above its lowest digit, so it costs one
-    composition (and a cached self-composition), and a fold from scratch costs one composition per binary digit of
-    each run, not one per part. Its own PLD is composed only when asked for (:meth:`pld`). Every PLD it hands out is
+    other, with the last run's tally self-composed d times for each d in ``split`` of the run's length (:func:`digits`
+    for ``pld/3``: its binary digits, largest first; :func:`whole` for ``pld/2``; :func:`run_pld`). It keeps the PLDs
+    after each of those (``partials``, as far as computed): the fold one part longer in the same run shares those of
+    the common prefix of the two splits (with digits: every one above the new length's lowest digit), so it costs
+    one composition (and a cached self-composition), and a fold from scratch costs one composition per binary digit
+    of each run, not one per part. Its own PLD is composed only when asked for (:meth:`pld`). Every PLD it hands out is
     composed by the same operations whichever way the fold was reached.
     """
 
     def __init__(self, length: int, before: pld_lib.PrivacyLossDistribution | None, run: Run,
-                 partials: tuple[pld_lib.PrivacyLossDistribution, ...] = ()) -> None:
+                 partials: tuple[pld_lib.PrivacyLossDistribution, ...] = (),
+                 split: Callable[[int], tuple[int, ...]] = digits) -> None:
         self.length = length
         self.before = before
         self.run = run
         self._partials = partials
+        self.split = split
 
     def pld(self) -> pld_lib.PrivacyLossDistribution:
         """The PLD of the parts folded (composed on first use; two threads asking at once compute the same)."""
         items, length = self.run
         partials = list(self._partials)
-        for power in digits(length)[len(partials):]:
+        for power in self.split(length)[len(partials):]:
             part = run_pld((items, power))
             previous = partials[-1] if partials else self.before
             partials.append(part if previous is None else compose(previous, part))
@@ -293,16 +346,17 @@ class Fold:
     def extended(self, items: tuple[tuple[LeafSpec, int], ...]) -> Fold:
         """The fold with one more part, whose tally is ``items``."""
         if items != self.run[0]:
-            return Fold(self.length + 1, self.pld(), (items, 1))
+            return Fold(self.length + 1, self.pld(), (items, 1), split=self.split)
         length = self.run[1] + 1
-        # the digits of length above its lowest are those of length − 1 above its trailing ones: their partials stay
-        shared = (length >> (length & -length).bit_length()).bit_count()
-        return Fold(self.length + 1, self.before, (items, length), self._partials[:shared])
+        longer, shorter = self.split(length), self.split(length - 1)
+        shared = next((i for i, (a, b) in enumerate(zip(longer, shorter, strict=False)) if a != b),
+                      min(len(longer), len(shorter)))
+        return Fold(self.length + 1, self.before, (items, length), self._partials[:shared], self.split)
 
 
-def start_fold(items: tuple[tuple[LeafSpec, int], ...]) -> Fold:
-    """The fold of a first part whose tally is ``items``."""
-    return Fold(1, None, (items, 1))
+def start_fold(items: tuple[tuple[LeafSpec, int], ...], split: Callable[[int], tuple[int, ...]] = digits) -> Fold:
+    """The fold of a first part whose tally is ``items``, runs entering it as ``split`` says."""
+    return Fold(1, None, (items, 1), split=split)
 
 
 class FoldCache:
@@ -315,9 +369,10 @@ class FoldCache:
     on where it resumed).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, split: Callable[[int], tuple[int, ...]] = digits) -> None:
         self._lock = threading.Lock()
         self._entries: tuple[tuple[tuple[PrivacyEvent, ...], Fold], ...] = ()
+        self._split = split
 
     def fold(self, events: tuple[PrivacyEvent, ...]) -> Fold:
         """The fold of ``events``, resuming from the longest cached fold whose parts are a prefix of ``events``.
@@ -335,7 +390,7 @@ class FoldCache:
         state = None if resumed is None else resumed[1]
         for index in range(0 if state is None else state.length, len(events)):
             items = tuple(event_counts(events[index]).items())
-            state = start_fold(items) if state is None else state.extended(items)
+            state = start_fold(items, self._split) if state is None else state.extended(items)
         if state is None:
             raise AccountingError("pld: nothing to compose")
         kept = ((events, state),) + ((resumed,) if resumed is not None and resumed[1] is not state else ())
@@ -484,16 +539,24 @@ def epsilon_from_pld(pld: pld_lib.PrivacyLossDistribution, counts: dict[LeafSpec
 
 class PldAccountant(Accountant):
     """dp_accounting PLD, pessimistic estimate, interval :data:`VALUE_DISCRETIZATION_INTERVAL`, composed in the
-    canonical order (module docstring, "Composition order")."""
+    canonical order (module docstring, "Composition order") of fold version ``fold_version`` (a key of
+    :data:`FOLDS`; the current one unless recomputing an older certificate).
+
+    Raises:
+        AccountingError: an unknown fold version.
+    """
 
     name = "pld"
 
-    def __init__(self) -> None:
-        self._folds = FoldCache()
+    def __init__(self, fold_version: str = CURRENT_FOLD) -> None:
+        self._scheme = FOLDS.get(fold_version)
+        if self._scheme is None:
+            raise AccountingError(f"unknown pld fold version {fold_version!r} (known: {', '.join(FOLDS)})")
+        self._folds = FoldCache(self._scheme.split)
 
     def version(self) -> str:
-        return f"pld/3 (interval {VALUE_DISCRETIZATION_INTERVAL:g}, pessimistic, run fold by binary digits; " \
-               f"{package_versions('dp-accounting')})"
+        return f"{self._scheme.version} (interval {VALUE_DISCRETIZATION_INTERVAL:g}, pessimistic, " \
+               f"{self._scheme.description}; {package_versions('dp-accounting')})"
 
     def _unsupported_reason(self, counts: dict[LeafSpec, int]) -> str | None:
         return unsupported_reason(counts)

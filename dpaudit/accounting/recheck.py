@@ -119,7 +119,8 @@ def _pld_vs_lower_bounds(counts: dict[LeafSpec, int], delta: float, claimed: flo
     """The larger of two lower bounds on ε, each of a sub-composition (its outputs are a post-processing of the
     whole, so the ε of the composition at δ is at least the sub-composition's):
 
-    * Opacus PRV's ε_lower of the Poisson-subsampled-Gaussian part;
+    * Opacus PRV's ε_lower of the Poisson-subsampled-Gaussian part (when Opacus's computation fails, e.g. a step
+      whose loss reaches its float limit, :mod:`dpaudit.accounting.prv`, that part joins the next bound instead);
     * the tilted hockey-stick lower bound (:mod:`dpaudit.accounting.hockey_stick`) of the other leaves: the
       (ε, δ) randomized-response pairs of leaves known only through (ε, δ), randomized response for other pure-DP
       leaves, the exact discrete Laplace and 1-D discrete Gaussian pairs (exponential-mechanism leaves left out).
@@ -130,13 +131,17 @@ def _pld_vs_lower_bounds(counts: dict[LeafSpec, int], delta: float, claimed: flo
     part = {spec: k for spec, k in counts.items() if isinstance(spec, PoissonGaussianSpec)}
     if part and prv_unsupported(part) is not None:
         part = {}
+    failed = ""
     if part:
         scope = "" if len(part) == len(counts) else " of the DP-SGD part alone (a sub-composition)"
-        found.append((prv_bounds(history_of(part), delta)[0], f"opacus PRV eps_lower{scope}"))
-    rest = {spec: k for spec, k in counts.items() if not isinstance(spec, PoissonGaussianSpec) and models(spec)}
+        try:
+            found.append((prv_bounds(history_of(part), delta)[0], f"opacus PRV eps_lower{scope}"))
+        except AccountingError as exc:  # e.g. a step's loss beyond Opacus's float range: the hockey-stick models it
+            part, failed = {}, f" (opacus PRV failed: {exc})"
+    rest = {spec: k for spec, k in counts.items() if spec not in part and models(spec)}
     if rest:
         modelled, total = sum(rest.values()), sum(counts.values())
-        scope = "" if modelled == total else f" of a sub-composition ({modelled} of {total} applications)"
+        scope = ("" if modelled == total else f" of a sub-composition ({modelled} of {total} applications)") + failed
         found.append((epsilon_lower_bound(rest, delta).epsilon, f"tilted hockey-stick lower bound{scope}"))
     if not found:
         return None
@@ -266,7 +271,8 @@ _INDEPENDENT = {
 }
 
 
-def recheck(claim_source: str, event: PrivacyEvent, delta: float, claimed_epsilon: float) -> Recheck:
+def recheck(claim_source: str, event: PrivacyEvent, delta: float, claimed_epsilon: float,
+            accountant_version: str | None = None) -> Recheck:
     """Re-derive a claimed ε for ``event`` at ``delta`` (module docstring).
 
     Args:
@@ -275,14 +281,17 @@ def recheck(claim_source: str, event: PrivacyEvent, delta: float, claimed_epsilo
         event: the composed event the claim is about.
         delta: the δ of the claim.
         claimed_epsilon: the certified ε.
+        accountant_version: the claim's recorded ``accountant_version``: a PLD claim (or a tightest one) is
+            recomputed with the PLD fold it names (:func:`~dpaudit.accounting.pld.recorded_fold`); None: the current.
 
     Raises:
         InvalidParameter: unknown ``claim_source``, δ outside [0, 1), a negative or non-finite claim.
-        UnsupportedEvent, AccountingError: the named accountant cannot recompute the claim.
+        UnsupportedEvent, AccountingError: the named accountant cannot recompute the claim, or the recorded version
+            names a PLD fold this code does not have.
     """
     delta = check_delta(delta)
     claimed = check_nonnegative("claimed epsilon", claimed_epsilon)
-    accountant = get_accountant(member_name(claim_source))
+    accountant = get_accountant(member_name(claim_source), accountant_version)
     # an accountant that composes the parts in its own order (the PLD's fold; the tightest, whose members include it)
     # describes each charge again after the tally: keep the tally's descriptions (elsewhere they would cost time)
     again = type(accountant)._epsilon_for_event is not Accountant._epsilon_for_event

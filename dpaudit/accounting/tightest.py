@@ -14,7 +14,7 @@ from dpaudit.accounting.advanced import AdvancedComposition
 from dpaudit.accounting.base import Accountant, DeltaUnreachable, OutsideControlledRegime
 from dpaudit.accounting.basic import BasicComposition
 from dpaudit.accounting.charges import LeafSpec, tally
-from dpaudit.accounting.pld import PldAccountant
+from dpaudit.accounting.pld import CURRENT_FOLD, PldAccountant
 from dpaudit.accounting.rdp import RdpAccountant
 from dpaudit.errors import AccountingError, UnsupportedEvent
 from dpaudit.events import PrivacyEvent
@@ -36,8 +36,10 @@ class TightestAccountant(Accountant):
 
     name = "tightest"
 
-    def __init__(self) -> None:
-        self.members: tuple[Accountant, ...] = tuple(cls() for cls in MEMBERS)
+    def __init__(self, pld_fold: str = CURRENT_FOLD) -> None:
+        """``pld_fold``: the fold version of the PLD member (:data:`dpaudit.accounting.pld.FOLDS`)."""
+        self.members: tuple[Accountant, ...] = tuple(PldAccountant(pld_fold) if cls is PldAccountant else cls()
+                                                     for cls in MEMBERS)
 
     def version(self) -> str:
         return "tightest/1 [" + "; ".join(m.version() for m in self.members) + "]"

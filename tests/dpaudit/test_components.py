@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dpaudit.accounting import get_accountant
+from dpaudit.accounting.pld import CURRENT_FOLD
 from dpaudit.components import component_costs, group_charges
 from dpaudit.display import COMPONENT_DIGITS, round_up
 from dpaudit.events import compose
@@ -102,6 +103,21 @@ def test_component_costs_of_a_single_component_reuse_the_claim(bundle):
     claim = {"epsilon": 0.123456, "attained_by": "pld"}
     cost = component_costs(OpenBody.from_dict(records[0].body), [events], len(events), claim)
     assert cost == [{"epsilon": round_up(0.123456, COMPONENT_DIGITS), "attained_by": "pld", "note": None}]
+
+
+def test_components_are_recomputed_with_the_pld_fold_the_claim_records(bundle):
+    """A component is recomputed as the claim's accountant version says: with a PLD fold this code does not have
+    (``pld/1``) no bound is recomputed, and the note names the version."""
+    records, _ = read_records(bundle / "ledger.jsonl")
+    groups = list(group_charges(records).values())
+    total = sum(len(group) for group in groups)
+    opened = OpenBody.from_dict(records[0].body)
+    claim = {"epsilon": 1.0, "attained_by": "pld", "accountant_version": get_accountant("tightest").version()}
+    current = component_costs(opened, groups, total, claim, ["pld"] * len(groups))
+    assert all(cost["epsilon"] is not None for cost in current)
+    claim["accountant_version"] = claim["accountant_version"].replace(CURRENT_FOLD, "pld/1")
+    older = component_costs(opened, groups, total, claim, ["pld"] * len(groups))
+    assert all(cost["epsilon"] is None and "pld/1" in cost["note"] for cost in older)
 
 
 def test_report_of_a_closed_run_imports_no_accountant(bundle):

@@ -107,6 +107,23 @@ def test_a_value_equal_only_up_to_its_type_gets_no_other_charges_decoding(make_s
         ChargeBody.from_dict(second).privacy_event()
 
 
+def test_a_body_built_in_code_with_numpy_numbers_is_decoded_type_exactly(make_session):
+    """marshal writes a numpy number as its raw bytes, so numpy.float64(1.5) and the numpy.int64 of the same bits
+    share a key: neither may be decoded from it (the float one was refused as "got b'...'", and the integer one would
+    have borrowed the float's decoding); both are decoded directly, and JSON bodies still share one decoding."""
+    np = pytest.importorskip("numpy")
+    first, second = _charge_bodies(make_session)
+    as_float = copy.deepcopy(first)
+    as_float["event"]["sensitivity"]["value"] = np.float64(1.5)
+    as_int = copy.deepcopy(first)
+    as_int["event"]["sensitivity"]["value"] = np.float64(1.5).view(np.int64)
+    assert ChargeBody.from_dict(as_float).privacy_event().sensitivity.value == 1.5
+    with pytest.raises(DPAuditError, match="real number, got np.int64"):
+        ChargeBody.from_dict(as_int).privacy_event()
+    assert ChargeBody.from_dict(as_float).privacy_event().sensitivity.value == 1.5
+    assert ChargeBody.from_dict(first).privacy_event() is ChargeBody.from_dict(second).privacy_event()
+
+
 def test_a_malformed_imputation_rule_is_refused_after_a_valid_one(make_session):
     first, second = _charge_bodies(make_session)
     ChargeBody.from_dict(first)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dpaudit.events import (
     AboveThresholdEvent,
+    ComposedEvent,
     ExponentialEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -66,3 +67,16 @@ MNIST_Q = 256 / 60000
 MNIST_SIGMA = 1.1
 MNIST_STEPS = 60 * 234  # Opacus's Poisson loader has int(1/q) = 234 batches per epoch
 MNIST_DELTA = 1e-5
+
+
+def pld2_event() -> ComposedEvent:
+    """Seven Laplace counts, then 37 single DP-SGD steps: two runs, the second of which the ``pld/2`` fold
+    self-composes in one step and the ``pld/3`` fold in three binary digits (32 + 4 + 1)."""
+    return ComposedEvent(events=(laplace(0.3),) * 7 + (dpsgd(0.05, 1.5, 1),) * 37)
+
+
+#: ε of :func:`pld2_event` at :data:`PLD2_DELTA` as the ``pld/2`` accountant (git 71dbb7c) computed it, frozen: a
+#: claim a certificate closed under ``pld/2`` carries (the ``pld/3`` fold gives 3.3789996810883953, 5.5e-9 above)
+PLD2_CLAIM = 3.37899966236281
+PLD2_DELTA = 1e-8
+PLD2_VERSION = "pld/2 (interval 0.0002, pessimistic, run fold; dp-accounting 0.6.0)"

@@ -14,7 +14,7 @@ from dpaudit.accounting.charges import tally
 from dpaudit.accounting.pld import FIRST_LOSSES, HockeyStick, epsilon_from_pld, self_composed
 from dpaudit.budget import BudgetFilter
 from dpaudit.display import show
-from dpaudit.errors import BudgetExceeded, UnsupportedEvent
+from dpaudit.errors import AccountingError, BudgetExceeded, UnsupportedEvent
 from dpaudit.events import ComposedEvent, SelfComposedEvent, compose
 
 from ._events import (
@@ -22,11 +22,15 @@ from ._events import (
     MNIST_Q,
     MNIST_SIGMA,
     MNIST_STEPS,
+    PLD2_CLAIM,
+    PLD2_DELTA,
+    PLD2_VERSION,
     dpsgd,
     dpsgd_without_replacement,
     exponential,
     gaussian,
     laplace,
+    pld2_event,
 )
 
 
@@ -229,3 +233,39 @@ def test_a_cached_transform_gives_dp_accountings_composition():
     for first in folds * 2:
         for second in operands:
             _assert_same_pld(pld_module.compose(first, second), first.compose(second))
+
+
+def test_the_pld2_fold_recomputes_a_pld2_claim_bit_for_bit():
+    """A certificate closed under ``pld/2`` (a run self-composed in one step) is recomputed by the fold its version
+    names, to the last bit of the frozen value the old code computed, and its version string is the old one; the
+    current fold's value differs by more than verify's tolerance, so verify needs the recorded fold."""
+    old = PldAccountant("pld/2")
+    assert old.epsilon(pld2_event(), PLD2_DELTA) == PLD2_CLAIM
+    assert old.version().split(";")[0] == PLD2_VERSION.split(";")[0]
+    assert PldAccountant().epsilon(pld2_event(), PLD2_DELTA) > PLD2_CLAIM * (1 + 1e-9)
+    assert PldAccountant().version().startswith(f"{pld_module.CURRENT_FOLD} (")
+
+
+@pytest.mark.parametrize(("recorded", "fold"), [
+    (PLD2_VERSION, "pld/2"),
+    ("tightest/1 [rdp/1 (opacus 1.6.0, dp-accounting 0.6.0); pld/2 (interval 0.0002, pessimistic, run fold; "
+     "dp-accounting 0.6.0); advanced/1 (dpaudit 0.1.0); basic/1 (dpaudit 0.1.0)]", "pld/2"),
+    (PldAccountant().version(), "pld/3"),
+    (None, pld_module.CURRENT_FOLD),
+    ("rdp/1 (opacus 1.6.0, dp-accounting 0.6.0)", pld_module.CURRENT_FOLD),
+])
+def test_the_recorded_fold_is_the_one_the_version_names(recorded, fold):
+    assert pld_module.recorded_fold(recorded) == fold
+
+
+@pytest.mark.parametrize(("recorded", "match"), [
+    ("tightest/1 [rdp/1 (opacus 1.6.0); pld/1 (interval 0.0002, pessimistic; dp-accounting 0.6.0)]", "pld/1"),
+    ("pld/9 (a later fold)", "pld/9"),
+    ("pld/2 (x); pld/3 (y)", "several"),
+    (3, "not a string"),
+])
+def test_a_version_with_no_fold_here_is_refused_naming_it(recorded, match):
+    with pytest.raises(AccountingError, match=match):
+        pld_module.recorded_fold(recorded)
+    with pytest.raises(AccountingError, match="pld/7"):
+        PldAccountant("pld/7")

@@ -13,10 +13,20 @@ import pytest
 from dpaudit.accounting import charges, get_accountant, recheck
 from dpaudit.accounting import pld as pld_module
 from dpaudit.accounting import rdp as rdp_module
-from dpaudit.errors import InvalidParameter
+from dpaudit.errors import AccountingError, InvalidParameter
 from dpaudit.events import ComposedEvent
 
-from ._events import dpsgd, dpsgd_without_replacement, exponential, gaussian, laplace
+from ._events import (
+    PLD2_CLAIM,
+    PLD2_DELTA,
+    PLD2_VERSION,
+    dpsgd,
+    dpsgd_without_replacement,
+    exponential,
+    gaussian,
+    laplace,
+    pld2_event,
+)
 
 recheck_module = importlib.import_module("dpaudit.accounting.recheck")  # the package exports the function by that name
 
@@ -165,3 +175,19 @@ def test_descriptions_are_kept_only_inside_the_block() -> None:
         first = charges.event_counts(event)
         assert charges.event_counts(event) == first and charges._KEPT.get().alive == [event]
     assert charges._KEPT.get() is None
+
+
+@pytest.mark.parametrize("recorded", [PLD2_VERSION, f"tightest/1 [rdp/1 (opacus 1.6.0); {PLD2_VERSION}; basic/1]"])
+def test_a_pld2_claim_is_rechecked_with_the_fold_it_recorded(recorded):
+    """The reviewer's defect: a claim closed under ``pld/2`` (frozen from the old code) is below the ``pld/3``
+    recomputation by more than the tolerance, so it failed; recomputed with its recorded fold it is exact."""
+    assert not recheck("pld", pld2_event(), PLD2_DELTA, PLD2_CLAIM).ok  # with the current fold
+    result = recheck("pld", pld2_event(), PLD2_DELTA, PLD2_CLAIM, recorded)
+    assert result.ok, result.reason
+    assert result.recomputed == PLD2_CLAIM
+    assert not recheck("pld", pld2_event(), PLD2_DELTA, PLD2_CLAIM * (1 - 1e-8), recorded).ok
+
+
+def test_a_claim_whose_recorded_fold_is_unknown_fails_naming_it():
+    with pytest.raises(AccountingError, match="pld/1"):
+        recheck("pld", pld2_event(), PLD2_DELTA, PLD2_CLAIM, "pld/1 (interval 0.0002, pessimistic; dp-accounting)")
