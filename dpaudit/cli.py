@@ -360,8 +360,8 @@ def export(obj: dict, run: str, directory: Path, force: bool, fmt: str, signing_
     DIRECTORY must be new or empty unless --force is given.
     """
     from dpaudit import store as run_store
-    from dpaudit.intoto import envelope_of_run, write_envelope
-    from dpaudit.prov import write_prov
+    from dpaudit.intoto import ENVELOPE_FILE, envelope_of_run, write_envelope
+    from dpaudit.prov import PROV_FILE, write_prov
     from dpaudit.runs import export_bundle, resolve_run
 
     if not force and directory.is_dir() and any(directory.iterdir()):
@@ -377,6 +377,10 @@ def export(obj: dict, run: str, directory: Path, force: bool, fmt: str, signing_
             envelope = envelope_of_run(folder, signing_key or run_store.default_key_path(
                 home if run_store.is_store(home) else run_store.store_root(obj["store"])))
         files = export_bundle(folder, directory)
+        for name, kept in ((ENVELOPE_FILE, envelope is not None), (PROV_FILE, fmt == "prov")):
+            stale = directory / name  # an earlier export's (--force): it would not verify against this bundle
+            if not kept and (stale.is_symlink() or stale.is_file()):
+                stale.unlink()
         if envelope is not None:
             files.append(write_envelope(directory, envelope))
         if fmt == "prov":

@@ -36,7 +36,8 @@ def audit() -> None:
               help="The δ of the claim and of both tests (the Laplace mechanism's own δ is 0).")
 @click.option("--canaries", type=int, default=1000, show_default=True, help="Number of canaries m.")
 @click.option("--family", type=click.Choice(FAMILIES), default="epsilon-delta", show_default=True,
-              help="Curves the f-DP test's ε assumes: epsilon-delta (no assumption) or gaussian (mu-GDP).")
+              help="Curves the f-DP test's ε assumes: epsilon-delta (no assumption) or gaussian (mu-GDP; for the "
+              "gaussian mechanism only).")
 @click.option("--seed", type=int, default=None, help="Seeded randomness (reproducible, NOT FOR RELEASE).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the statement.")
 @click.pass_obj
@@ -44,11 +45,12 @@ def audit_mechanism_command(obj: dict, mechanism: str, epsilon: float, delta: fl
                             seed: int | None, as_json: bool) -> None:
     """Audit one of the session's mechanisms on m canaries and print ε_lb of both tests beside the claim."""
     from dpaudit import Session
-    from dpaudit.audit import ApproxDpFamily, GaussianFamily, MechanismAudit, audit_mechanism
+    from dpaudit.audit import MechanismAudit, audit_mechanism
+    from dpaudit.audit.mechanism import family_of
     from dpaudit.mechanisms.randomness import SecureRandom, SeededRandom
 
-    design = MechanismAudit(canaries, epsilon, delta,
-                            family=GaussianFamily() if family == "gaussian" else ApproxDpFamily(delta))
+    # before the session opens: a bad option (a family the mechanism does not belong to) leaves no run behind
+    design = MechanismAudit(canaries, epsilon, delta, family=family_of(mechanism, family, delta))
     session_delta = delta if mechanism == "gaussian" else 0.0
     rng = SecureRandom() if seed is None else SeededRandom(seed)
     with Session(epsilon=epsilon, delta=max(session_delta, delta), name=f"audit-{mechanism}", store=obj["store"],
@@ -106,9 +108,11 @@ def audit_dpsgd_command(obj: dict, epsilon: float, delta: float, dataset: str, c
     from dpaudit.validation import check_count, check_positive
 
     for name, count in (("canaries", canaries), ("hidden", hidden), ("batch_size", batch_size), ("epochs", epochs)):
-        check_count(name, count)  # before the session opens: a bad option leaves no run behind
+        check_count(name, count)  # before the session opens: a bad count leaves no run behind
     check_positive("lr", lr)
     check_positive("clip", clip)
+    # more canaries than parameters or a batch larger than the data set shows only once the data and model are
+    # loaded inside the session: that run then closes with nothing charged and no commitment written
     with Session(epsilon=epsilon, delta=delta, name=f"audit-dpsgd-{dataset}", store=obj["store"],
                  tracking_uri=obj["tracking_uri"], protected=(f"{dataset}-train",), mirror=False,
                  rng=None if seed is None else SeededRandom(seed)) as session:

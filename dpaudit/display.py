@@ -9,7 +9,7 @@ the CLI, the demo and the MLflow run page all format through here.
 from __future__ import annotations
 
 import math
-from decimal import ROUND_CEILING, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 #: significant digits of a certified ε (the claim) and of a component's ε
 CLAIM_DIGITS = 6
@@ -43,6 +43,14 @@ def show(value: float | None, digits: int = CLAIM_DIGITS) -> str:
     if math.isinf(value):
         return "∞"
     return f"{round_up(value, digits):.{digits}g}"
+
+
+def show_lower(value: float, decimals: int = 3) -> str:
+    """A lower bound for display (an audit's ε_lb): rounded *down* to ``decimals`` decimals, exactly (the float's
+    binary value, so the result is never above it); "∞" for inf."""
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    return f"{Decimal(value).quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_FLOOR):.{decimals}f}"
 
 
 def show_delta(delta: float) -> str:

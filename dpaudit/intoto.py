@@ -144,10 +144,14 @@ def envelope_problems(data: bytes, public_pem: str, records: Sequence[Record],
     payload_type, keyid = envelope["payloadType"], signatures[0]["keyid"]
     if payload_type != PAYLOAD_TYPE:
         problems.append(f"payloadType {str(payload_type)[:60]!r}, not {PAYLOAD_TYPE!r}")
-    fingerprint = key_fingerprint(public_pem)
+    try:
+        fingerprint = key_fingerprint(public_pem)
+        signed = isinstance(payload_type, str) and verify_signature(public_pem, pae(payload_type, payload), signature)
+    except VerificationError as exc:  # a garbage public key: the envelope cannot be checked, which is a problem
+        return [*problems, f"the run's public key cannot check the envelope: {exc}"]
     if keyid != fingerprint:
         problems.append(f"keyid {str(keyid)[:16]}… is not the run's key {fingerprint[:16]}…")
-    if not isinstance(payload_type, str) or not verify_signature(public_pem, pae(payload_type, payload), signature):
+    if not signed:
         problems.append("the DSSE signature does not verify under the run's key (payload or type edited?)")
     if problems:  # an unsigned payload says nothing worth comparing
         return problems

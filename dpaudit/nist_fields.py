@@ -141,6 +141,18 @@ def data_size(events: Sequence[PrivacyEvent]) -> int | None:
     return min(sizes) if sizes else None
 
 
+def warning_size(records: Sequence[Record], events: Sequence[PrivacyEvent]) -> int | None:
+    """The n of the δ > 1/n² warning: the smallest of :func:`data_size` and every ``dataset_size`` a training run
+    writes in its info record (:func:`dpaudit.tuning.training.record_run`), since a Poisson DP-SGD charge declares
+    no data size. Only the warning reads the recorded sizes: the certificate's ``data_size`` field stays the
+    charges' (so that certificates made before keep verifying)."""
+    recorded = [size for r in records if r.type == INFO
+                for size in [InfoBody.from_dict(r.body).info.get("dataset_size")]
+                if isinstance(size, int) and not isinstance(size, bool) and size > 0]
+    sizes = [n for n in (data_size(events), *recorded) if n is not None]
+    return min(sizes) if sizes else None
+
+
 def nist_fields(records: Sequence[Record], claim: Mapping[str, Any], assumptions: Sequence[Mapping[str, Any]],
                 events: Sequence[PrivacyEvent]) -> dict[str, Any]:
     """The certificate's :data:`FIELD` section, a pure function of the closed ledger and its claim.
@@ -225,14 +237,14 @@ def checked_fields(cert: Mapping[str, Any], records: Sequence[Record], events: S
 
     A certificate made before the section states nothing (ok, "not stated"); one that has it must match its
     recomputation from the ledger. The warnings (:func:`guarantee_warnings`) use the claim and the data size
-    recomputed from the ledger, whatever the certificate says.
+    recomputed from the ledger (:func:`warning_size`), whatever the certificate says.
     """
     claim = cert.get("claim") if isinstance(cert.get("claim"), Mapping) else {}
     try:
         recomputed = nist_fields(records, claim, assumptions, events)
     except DPAuditError as exc:
         return False, f"not recomputable from the ledger: {exc}", []
-    warnings = guarantee_warnings(claim, recomputed["data_size"])
+    warnings = guarantee_warnings(claim, warning_size(records, events))
     if FIELD not in cert:
         return True, f"{NOT_STATED}: the certificate was made before the NIST SP 800-226 fields", warnings
     problems = field_problems(cert[FIELD], recomputed)

@@ -196,6 +196,7 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
     _check_releases(report, bundle, records, charges)
     _check_data_access(report, records)
     _check_audit(report, records, charges)
+    _check_epsilon_claims(report, records, charges)
     opened = records[0].body if records[0].type == OPEN else {}
     _check_claim(report, certificate, charges, opened)
     _check_components(report, records, certificate, charges)
@@ -520,7 +521,19 @@ def _check_audit(report: VerificationReport, records: list[Record], charges: lis
     problems, checked = audit_problems(records, charges)
     if checked or problems:
         report.add("audit", not problems, "; ".join(problems) or
-                   f"{plural(checked, 'audit')}: committed canaries, epsilon_lb of both tests recomputed")
+                   f"{plural(checked, 'audit')}: committed design, epsilon_cert and both tests' epsilon_lb recomputed")
+
+
+def _check_epsilon_claims(report: VerificationReport, records: list[Record],
+                          charges: list[tuple[int, PrivacyEvent]]) -> None:
+    """Re-derive every ε a plugin stated about its charges (``epsilon_claim``, :mod:`dpaudit.epsilon_claims`); a
+    ledger without such statements gets no ``epsilon-claims`` line."""
+    from dpaudit.epsilon_claims import claim_problems
+
+    problems, checked = claim_problems(records, charges)
+    if checked or problems:
+        report.add("epsilon-claims", not problems, "; ".join(problems) or
+                   f"{plural(checked, 'stated epsilon')} recomputed from the charges they name, none below")
 
 
 def _check_public_bodies(report: VerificationReport, records: list[Record]) -> None:
@@ -615,7 +628,8 @@ def _check_claim(report: VerificationReport, cert: dict[str, Any], charges: list
         report.add("recompose", eps >= 0, "no charges: nothing to compose")
         return
     try:
-        result = recheck(str(claim.get("attained_by")), compose([e for _, e in charges]), delta, eps)
+        result = recheck(str(claim.get("attained_by")), compose([e for _, e in charges]), delta, eps,
+                         claim.get("accountant_version"))
     except DPAuditError as exc:
         report.add("recompose", False, f"recomposition failed: {exc}")
         return

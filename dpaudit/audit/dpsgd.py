@@ -33,9 +33,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from dpaudit.audit.evidence import commit, record_evidence
+from dpaudit.audit.evidence import MAX_LEVEL, commit, record_evidence
 from dpaudit.audit.guesses import default_rules, sweep_bounds
-from dpaudit.audit.mechanism import AuditReport, MechanismAudit, _ceilings, membership
+from dpaudit.audit.mechanism import AuditReport, MechanismAudit, _ceilings, membership, per_test_level
 from dpaudit.audit.tradeoff import SubsampledGaussianFamily
 from dpaudit.errors import InvalidParameter
 from dpaudit.tuning.seeds import draw_seed
@@ -69,6 +69,20 @@ class DiracCanaries:
         if coords.ndim != 1 or coords.shape != members.shape or len(np.unique(coords)) != len(coords):
             raise InvalidParameter("canaries need one distinct coordinate and one membership bit each")
         check_positive("magnitude", self.magnitude)
+
+
+def sampling_plan(n: int, batch_size: int, epochs: int) -> SamplingPlan:
+    """The (q, N) :func:`~dpaudit.tuning.training.train_private` charges for n records: q = B/n, ⌊1/q⌋ steps per
+    epoch (Opacus's Poisson sampler), known before the run so that the commitment can fix them.
+
+    Raises:
+        InvalidParameter: a batch size or epoch count that is not a positive count, or B > n.
+    """
+    check_count("batch_size", batch_size)
+    if batch_size > n:
+        raise InvalidParameter(f"batch_size {batch_size} exceeds the {n} training records")
+    q = batch_size / n
+    return SamplingPlan(n, q, int(1 / q), check_count("epochs", epochs))
 
 
 def draw_canaries(canaries: int, n_parameters: int, magnitude: float, rng: RandomSource) -> DiracCanaries:
@@ -160,7 +174,7 @@ def audit_dpsgd(session: PluginSession, model: nn.Module, X: np.ndarray, y: np.n
         canaries: m (at most the number of trainable parameters).
         lr, epochs, batch_size, max_grad_norm, noise_multiplier: the DP-SGD run (plain SGD).
         delta: the δ of the certified ε and of both tests.
-        level: each test's significance level.
+        level: the verdict's significance level, at most 0.05 (each test runs at half of it).
         label: public description of the charged event.
 
     Raises:
@@ -168,26 +182,30 @@ def audit_dpsgd(session: PluginSession, model: nn.Module, X: np.ndarray, y: np.n
         BudgetExceeded: the session cannot pay for the run (nothing is trained, the commitment is written).
     """
     delta = check_delta(delta, allow_zero=False)
+    if not 0 < level <= MAX_LEVEL:
+        raise InvalidParameter(f"level must lie in (0, {MAX_LEVEL}] (what verify accepts), got {level!r}")
     n_parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    plan = sampling_plan(len(X), batch_size, epochs)
     drawn = draw_canaries(canaries, n_parameters, max_grad_norm, session.rng)
-    check_count("batch_size", batch_size)
-    if batch_size > len(X):
-        raise InvalidParameter(f"batch_size {batch_size} exceeds the {len(X)} training records")
-    sample_rate = batch_size / len(X)  # train_private's q
-    commitment = commit(KIND, drawn.coordinates, drawn.members)
+    rules = default_rules(canaries)
+    commitment = commit(KIND, drawn.coordinates, drawn.members, rules=rules, level=level, delta=delta,
+                        sample_rate=plan.sample_rate, steps=plan.steps)
     session.record_info({"audit_commitment": commitment})
-    injector = CanaryInjector(drawn, sample_rate, torch.Generator(device="cpu").manual_seed(draw_seed(session.rng)))
+    injector = CanaryInjector(drawn, plan.sample_rate,
+                              torch.Generator(device="cpu").manual_seed(draw_seed(session.rng)))
     initial = flat_parameters(model)
     train = train_private(session, model, X, y, optimizer="sgd", lr=lr, epochs=epochs, batch_size=batch_size,
                           max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier, label=label,
                           inject=injector)
+    if (train.sample_rate, train.planned_steps) != (plan.sample_rate, plan.steps):
+        raise InvalidParameter(f"the run charged (q={train.sample_rate}, N={train.planned_steps}), not the committed "
+                               f"(q={plan.sample_rate}, N={plan.steps})")
     scores = dirac_scores(initial, flat_parameters(train.model), drawn)
-    plan = SamplingPlan(len(X), train.sample_rate, train.planned_steps // epochs, epochs)
     event = dp_sgd_event(plan, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, label=label)
-    rules = default_rules(canaries)
     design = MechanismAudit(canaries, session.accountant.epsilon(event, delta), delta, level=level,
                             family=SubsampledGaussianFamily(plan.sample_rate, plan.steps), rules=rules)
-    steinke, fdp = sweep_bounds(scores, drawn.members, rules, delta=delta, family=design.family, level=level)
+    steinke, fdp = sweep_bounds(scores, drawn.members, rules, delta=delta, family=design.family,
+                                level=per_test_level(level))
     top_steinke, top_fdp = _ceilings(canaries, design.rules, delta, design.family, level)
     report = AuditReport(design, steinke, fdp, top_steinke, top_fdp, session.rng.describe())
     record_evidence(session, KIND, charge_seq=train.charge_seq, commitment=commitment, report=report,
@@ -223,11 +241,7 @@ def audit_shipped(session: PluginSession, dataset: str, *, target_epsilon: float
     require_data(session, protected=(f"{dataset}-train",), public=())
     data = session.data(f"{dataset}-train")
     X, y = np.asarray(data.X, dtype=np.float32), (np.asarray(data.y) >= 5).astype(np.float32)
-    check_count("batch_size", batch_size)
-    if batch_size > len(X):
-        raise InvalidParameter(f"batch_size {batch_size} exceeds the {len(X)} training records")
-    q = batch_size / len(X)
-    plan = SamplingPlan(len(X), q, int(1 / q), check_count("epochs", epochs))
+    plan = sampling_plan(len(X), batch_size, epochs)
     sigma, _ = calibrate_noise_multiplier(plan, target_epsilon=target_epsilon, delta=delta,
                                           accountant=session.accountant, max_grad_norm=max_grad_norm)
     model = seeded_model("mlp", X.shape[1], hidden, draw_seed(session.rng))

@@ -4,7 +4,9 @@ Protocol (Steinke, Nasr & Jagielski 2023, Sec. 3; docs/audit.md): m canaries, ea
 probability ½ (bits from a :class:`~dpaudit.mechanisms.randomness.RandomSource`: the OS CSPRNG by default, a seeded
 source for reproducible tests); the mechanism runs once on the included canaries and the caller's scoring turns
 its output into one score per canary (higher = more likely included); guesses are made by a Bonferroni-corrected
-sweep of guess rules (:mod:`dpaudit.audit.guesses`); both tests report ε_lb beside the claimed ε.
+sweep of guess rules (:mod:`dpaudit.audit.guesses`); both tests report ε_lb beside the claimed ε. The claim is
+refuted when either test's ε_lb exceeds it, so each test runs at half the audit's level (Bonferroni over the two
+tests, :func:`per_test_level`): the verdict holds at the stated confidence, e.g. 95% for level 0.05.
 
 ``run`` receives the canary data set as a float vector x ∈ {0, 1}^m (x_i = 1 when canary i is included), the
 form of the idealised setting of Mahloujifar et al. 2025, Algorithm 4, where canary i adds one to coordinate i:
@@ -27,10 +29,39 @@ from typing import Any
 import numpy as np
 
 from dpaudit.audit.guesses import GuessRule, SweepBound, ceilings, default_rules, sweep_bounds
-from dpaudit.audit.tradeoff import ApproxDpFamily, Family
+from dpaudit.audit.tradeoff import ApproxDpFamily, Family, GaussianFamily
+from dpaudit.display import show, show_delta, show_lower
 from dpaudit.errors import InvalidParameter
 from dpaudit.mechanisms.randomness import RandomSource, SecureRandom
 from dpaudit.validation import check_count, check_delta, check_epsilon
+
+#: the tests whose rejections the verdict combines (Steinke et al. and f-DP): each runs at level / TESTS
+TESTS = 2
+#: the f-DP families (``--family`` names) each session mechanism belongs to: the Laplace mechanism is not μ-GDP
+#: (its trade-off curve lies below every Gaussian curve of the same ε somewhere), so the Gaussian family would
+#: convert a Laplace run's rejections into a wrong, too large, ε_lb
+MECHANISM_FAMILIES = {"gaussian": ("epsilon-delta", "gaussian"), "laplace": ("epsilon-delta",)}
+
+
+def per_test_level(level: float) -> float:
+    """Each test's significance level for an audit at overall ``level`` (Bonferroni over the :data:`TESTS` tests)."""
+    return level / TESTS
+
+
+def family_of(mechanism: str, family: str, delta: float) -> Family:
+    """The f-DP family named ``family`` for the session mechanism ``mechanism``, refused where it does not belong.
+
+    Raises:
+        InvalidParameter: an unknown mechanism, or a family the mechanism does not belong to (auditing a Laplace
+            mechanism against μ-GDP curves "refutes" a correct one).
+    """
+    allowed = MECHANISM_FAMILIES.get(mechanism)
+    if allowed is None:
+        raise InvalidParameter(f"unknown mechanism {mechanism!r}; choose one of {sorted(MECHANISM_FAMILIES)}")
+    if family not in allowed:
+        raise InvalidParameter(f"the {mechanism} mechanism does not belong to the {family} family; choose one of "
+                               f"{', '.join(allowed)}")
+    return GaussianFamily() if family == "gaussian" else ApproxDpFamily(delta)
 
 
 @dataclass(frozen=True)
@@ -41,7 +72,7 @@ class MechanismAudit:
         canaries: m.
         claimed_epsilon: the ε the mechanism claims at ``delta``.
         delta: the δ of the claim (and of both tests' ε).
-        level: overall significance level of each test.
+        level: overall significance level of the verdict; each test runs at ``level / 2`` (:func:`per_test_level`).
         family: the f-DP family the f-DP test's ε assumes (:mod:`dpaudit.audit.tradeoff`); None: the (ε, δ)-DP
             curves at ``delta`` (:class:`~dpaudit.audit.tradeoff.ApproxDpFamily`), which assume nothing. Choose
             :class:`~dpaudit.audit.tradeoff.GaussianFamily` only for a mechanism known to be Gaussian-shaped.
@@ -83,16 +114,18 @@ class AuditReport:
 
     @property
     def refuted(self) -> bool:
-        """Whether either test's ε_lb exceeds the claimed ε (each test at its own level)."""
+        """Whether either test's ε_lb exceeds the claimed ε (each test at half the level: Bonferroni)."""
         return max(self.steinke.epsilon, self.fdp.epsilon) > self.audit.claimed_epsilon
 
     def statement(self) -> str:
         """One line: the claim, both ε_lb (with what they assume) and the verdict, never "private"."""
         a = self.audit
-        head = (f"claimed epsilon={a.claimed_epsilon:g} at delta={a.delta:g}; m={a.canaries} canaries, "
-                f"{len(a.rules)} guess rules (Bonferroni), {100 * (1 - a.level):g}% confidence per test: "
-                f"epsilon_lb Steinke={self.steinke.epsilon:.3f} (ceiling {self.ceiling_steinke:.3f}), "
-                f"f-DP={self.fdp.epsilon:.3f} (ceiling {self.ceiling_fdp:.3f}, assumes {self.fdp.assumes})")
+        head = (f"claimed epsilon={show(a.claimed_epsilon)} at delta={show_delta(a.delta)}; m={a.canaries} "
+                f"canaries, {len(a.rules)} guess rules (Bonferroni), {100 * (1 - a.level):g}% confidence overall "
+                f"(each test at {100 * (1 - per_test_level(a.level)):g}%), lower bounds rounded down: "
+                f"epsilon_lb Steinke={show_lower(self.steinke.epsilon)} (ceiling {show_lower(self.ceiling_steinke)}), "
+                f"f-DP={show_lower(self.fdp.epsilon)} (ceiling {show_lower(self.ceiling_fdp)}, "
+                f"assumes {self.fdp.assumes})")
         if self.refuted:
             return f"{head}: CLAIM REFUTED (leakage above the claimed epsilon)"
         return f"{head}: no detectable leakage above the claim (an audit cannot show a mechanism is private)"
@@ -101,8 +134,9 @@ class AuditReport:
 @functools.lru_cache(maxsize=64)
 def _ceilings(canaries: int, rules: tuple[GuessRule, ...], delta: float, family: Family,
               level: float) -> tuple[float, float]:
-    """:func:`~dpaudit.audit.guesses.ceilings`, once per audit design (it depends on nothing the run produces)."""
-    return ceilings(canaries, rules, delta=delta, family=family, level=level)
+    """:func:`~dpaudit.audit.guesses.ceilings` at each test's level for an audit at ``level``, once per audit design
+    (it depends on nothing the run produces)."""
+    return ceilings(canaries, rules, delta=delta, family=family, level=per_test_level(level))
 
 
 def membership(canaries: int, rng: RandomSource) -> np.ndarray:
@@ -128,6 +162,6 @@ def audit_mechanism(run: Callable[[np.ndarray], Any], audit: MechanismAudit,
     if scores.shape != (audit.canaries,) or not np.all(np.isfinite(scores)):
         raise InvalidParameter(f"the mechanism must return {audit.canaries} finite scores, got shape {scores.shape}")
     steinke, fdp = sweep_bounds(scores, members, audit.rules, delta=audit.delta, family=audit.family,
-                                level=audit.level)
+                                level=per_test_level(audit.level))
     top_steinke, top_fdp = _ceilings(audit.canaries, audit.rules, audit.delta, audit.family, audit.level)
     return AuditReport(audit, steinke, fdp, top_steinke, top_fdp, rng.describe())

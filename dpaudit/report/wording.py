@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dpaudit import canonical
-from dpaudit.display import CLAIM_DIGITS, COMPONENT_DIGITS, plural, round_up, show, show_delta
+from dpaudit.display import CLAIM_DIGITS, COMPONENT_DIGITS, plural, round_up, show, show_delta, show_lower
 from dpaudit.nist_fields import FIELD
 from dpaudit.records import FINISHED
 
@@ -272,4 +272,4 @@ def _number(value: Any) -> bool:
 
 def _lower(value: Any) -> str:
     """A lower bound for display: rounded down to three decimals."""
-    return f"{math.floor(value * 1000) / 1000:.3f}" if _number(value) else "n/a"
+    return show_lower(value) if _number(value) else "n/a"

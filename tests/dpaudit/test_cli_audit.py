@@ -43,6 +43,14 @@ def test_bad_options_are_one_line_and_exit_2(args, message, tmp_path):
     assert not any(tmp_path.glob("*/ledger*"))
 
 
+def test_a_laplace_mechanism_is_not_audited_against_gaussian_curves(tmp_path):
+    """μ-GDP curves turn a correct Laplace mechanism's rejections into a too large ε_lb (exact ε = 1 Laplace at
+    m = 10^4 gave f-DP ε_lb 1.17: "CLAIM REFUTED"): the family is refused before any run is opened."""
+    result = invoke("--store", str(tmp_path), "audit", "mechanism", "laplace", "--family", "gaussian")
+    assert result.exit_code == 2 and "does not belong to the gaussian family" in result.output, result.output
+    assert not any(tmp_path.glob("*/ledger*"))
+
+
 def test_dpsgd_audit_prints_both_bounds_beside_the_certified_epsilon_and_verifies(tmp_path):
     """One full-batch step (q = 1) of a small MLP on digits with 100 white-box canaries: the cheapest run."""
     result = invoke("--store", str(tmp_path), "audit", "dpsgd", "--canaries", "100", "--hidden", "16",
@@ -53,7 +61,7 @@ def test_dpsgd_audit_prints_both_bounds_beside_the_certified_epsilon_and_verifie
     assert 3.5 < out["epsilon_cert"] <= 4.0 and not out["refuted"]
     assert out["fdp_assumes"] == "poisson-subsampled gaussian (q=1, steps=1)"
     verified = invoke("--store", str(tmp_path), "verify", out["run_id"], "--allow-not-for-release")
-    assert verified.exit_code == 0 and "VALID" in verified.output and "audit" in verified.output
+    assert verified.exit_code == 0 and "VALID" in verified.output and "[ok] audit:" in verified.output
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -63,3 +71,5 @@ def test_dpsgd_audit_prints_both_bounds_beside_the_certified_epsilon_and_verifie
 def test_dpsgd_bad_options_are_one_line_and_exit_2(args, message, tmp_path):
     result = invoke("--store", str(tmp_path), "audit", "dpsgd", *args)
     assert result.exit_code == 2 and message in result.output, result.output
+    for ledger in tmp_path.glob("*/ledger.jsonl"):  # refused inside the session: nothing charged or committed
+        assert b"audit_commitment" not in ledger.read_bytes() and b'"type":"charge"' not in ledger.read_bytes()

@@ -42,3 +42,11 @@ def test_parameters_are_shown_exactly():
     """δ is a parameter: a δ shown smaller than it is would understate the failure probability."""
     assert show_delta(1e-5) == "1e-05" and show_delta(5.0) == "5"
     assert show_delta(1.2345678e-5) == "1.2345678e-05"  # `:g` would show 1.23457e-05, below the true δ
+
+
+def test_show_lower_rounds_a_lower_bound_down_exactly():
+    from dpaudit.display import show_lower
+
+    assert show_lower(0.99996) == "0.999"  # nearest rounding would print 1.000, above the bound
+    assert show_lower(0.11699999999999999) == "0.116"  # floor(x * 1000) / 1000 gives 0.117 here, above x
+    assert show_lower(1.5) == "1.500" and show_lower(-0.0001) == "-0.001" and show_lower(float("inf")) == "∞"

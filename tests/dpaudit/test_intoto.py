@@ -196,3 +196,24 @@ def test_export_refuses_a_key_that_did_not_sign_the_run(make_session, tmp_path):
 def test_a_signing_key_without_in_toto_is_a_usage_error(tmp_path):
     result = CliRunner().invoke(main, ["export", "some-run", str(tmp_path / "ev"), "--signing-key", "k.pem"])
     assert result.exit_code == 2 and "--format in-toto" in result.output
+
+
+def test_a_garbage_public_key_makes_the_envelope_check_fail_not_crash(exported):
+    """A bundle whose public_key.pem is not a key: verify says INVALID with reasons (it used to exit 2 on the
+    VerificationError key_fingerprint raised outside the envelope check's try)."""
+    (exported / "public_key.pem").write_text("not a key\n")
+    report, [check] = _in_toto(exported)
+    assert not report.valid and not check.ok and "public key" in check.detail
+    result = CliRunner().invoke(main, ["verify", str(exported), "--allow-not-for-release"])
+    assert result.exit_code == 1 and "INVALID" in result.output, result.output
+
+
+def test_export_force_removes_an_earlier_exports_envelope(exported, make_session):
+    """``export --force`` of another run into a folder holding an earlier in-toto export: the stale envelope,
+    which would not verify against the new bundle, is removed."""
+    with make_session(protected=("toy data",)) as s:
+        s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
+    result = CliRunner().invoke(main, ["export", s.run_id, str(exported), "--force"])
+    assert result.exit_code == 0, result.output
+    assert not (exported / ENVELOPE_FILE).exists()
+    assert verify_bundle(exported, allow_not_for_release=True).valid

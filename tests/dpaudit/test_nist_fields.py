@@ -25,6 +25,7 @@ from dpaudit.nist_fields import (
     NOT_STATED,
     data_size,
     guarantee_warnings,
+    warning_size,
 )
 from dpaudit.report import render
 from dpaudit.verify import verify_bundle
@@ -210,3 +211,16 @@ def test_tuning_recorded_in_the_ledger_is_stated(make_session, tmp_path):
     tuning = _cert(s.run_dir)[FIELD]["tuning"]
     assert tuning["recorded"] is True and tuning["selected_by"] == ["session"]
     assert _check(s.run_dir)[1].ok
+
+
+def test_the_delta_warning_reads_the_data_size_a_training_run_records(make_session):
+    """A Poisson DP-SGD charge declares no data size; its run's info record does (tuning.training.record_run):
+    δ = 1e-3 > 1/100² is warned about (the old check only knew without-replacement charges' sizes)."""
+    with make_session(epsilon=2.0, delta=1e-3) as s:
+        s.gaussian(4.0, sensitivity=1.0, epsilon=0.5, delta=1e-3)
+        s.record_info("session", {"charge_seq": 1, "dataset_size": 100})
+    records, _ = read_records(s.ledger_path)
+    assert warning_size(records, [e for _, e in charged_events(records)]) == 100
+    report, check = _check(s.run_dir)
+    assert check.ok and report.valid
+    assert any("n = 100" in w and "1/n^2" in w for w in report.warnings), report.warnings

@@ -80,6 +80,24 @@ def test_clean_bundle_verifies(bundle):
     assert report.recheck is not None and report.recheck["ok"]
 
 
+@pytest.mark.parametrize(("fold", "ok"), [("pld/2 (interval 0.0002, pessimistic, run fold; dp-accounting)", True),
+                                          ("pld/1 (interval 0.0002, pessimistic; dp-accounting)", False)])
+def test_the_claim_is_recomputed_with_the_pld_fold_its_version_records(bundle, tmp_path, fold, ok):
+    """verify reads the claim's accountant version: a ``pld/2`` claim is recomputed with that fold (here each run
+    has one part, where both folds agree), and a version with no fold here fails the recomposition naming it."""
+    def older(cert: dict) -> None:
+        version = cert["claim"]["accountant_version"]
+        start = version.index("pld/")
+        cert["claim"]["accountant_version"] = version[:start] + fold + version[version.index(")", start) + 1:]
+
+    _resign(bundle, tmp_path, edit=older)
+    report = verify_bundle(bundle, allow_not_for_release=True)
+    failed = {c.name: c.detail for c in report.checks if not c.ok}
+    assert (failed == {}) == ok, failed
+    if not ok:
+        assert "recompose" in failed and "pld/1" in failed["recompose"]
+
+
 def test_seeded_run_is_not_for_release(bundle):
     report = verify_bundle(bundle)
     assert not report.valid

@@ -96,16 +96,19 @@ def _digits(view, rows: int):
     return np.asarray(data.X[:rows], dtype=np.float32), (np.asarray(data.y[:rows]) >= 5).astype(np.float32)
 
 
-def _audit(make_session, seed: int, noise_multiplier: float = 5.0, canaries: int = 300):
+def _audit(make_session, seed: int, noise_multiplier: float = 5.0, canaries: int = 300, forge=None):
     """One full-batch step (q = 1) of an MLP with 4,225 parameters on 64 digits with m white-box canaries.
 
     Few records and many parameters keep the real examples' clipped gradients in the canaries' coordinates small
-    beside the noise (docs/audit.md, "Interference"), so that the broken run's signal shows."""
+    beside the noise (docs/audit.md, "Interference"), so that the broken run's signal shows. ``forge(session,
+    view)``, when given, runs after the audit and before the session closes."""
     session = make_session(epsilon=3.0, delta=1e-5, seed=seed, protected=("digits-train",))
     view = session.for_plugin("dpaudit-audit", "0")
     X, y = _digits(view, 64)
     result = audit_dpsgd(view, seeded_model("mlp", X.shape[1], 64, seed), X, y, canaries=canaries, lr=0.5, epochs=1,
                          batch_size=len(X), max_grad_norm=1.0, noise_multiplier=noise_multiplier, delta=1e-5)
+    if forge is not None:
+        forge(session, view)
     session.close()
     return session, result
 
@@ -140,9 +143,44 @@ def test_honest_run_is_not_refuted_and_verify_recomputes_its_evidence(make_sessi
     perfect = [1.0 if b == "1" else -1.0 for b in bits]  # scores forged to separate the members perfectly
     assert any("epsilon_lb_steinke recorded" in p for p in forged(scores=perfect))
     flipped = ("0" if bits[0] == "1" else "1") + bits[1:]
-    assert any("do not match a commitment" in p for p in forged(members=flipped))
+    assert any("match a commitment" in p for p in forged(members=flipped))
     assert any("epsilon_lb_fdp recorded" in p for p in forged(epsilon_lb_fdp=evidence["epsilon_lb_fdp"] + 1.0))
     assert any("is not the charged run's" in p for p in forged(sample_rate=0.5))
+    # the design is committed too: a rule, level or delta changed after the scores are seen no longer matches
+    assert any("match a commitment" in p for p in forged(rules=evidence["rules"][:1]))
+    assert any("match a commitment" in p for p in forged(level=0.5))
+    assert any("match a commitment" in p for p in forged(delta=0.1))
+    assert any("epsilon_cert recorded" in p for p in forged(epsilon_cert=0.1))
+    assert any("not the run's family" in p for p in forged(fdp_assumes="gaussian (mu-GDP)"))
+    # a coordinate beyond int64 or a non-list is reported, never an uncaught OverflowError / TypeError
+    assert any("malformed" in p for p in forged(coordinates=[2**63, *evidence["coordinates"][1:]]))
+    assert any("malformed" in p for p in forged(coordinates=None, rules="x"))
+
+
+def test_a_forged_second_audit_record_is_invalid(make_session):
+    """The reviewer's forgery: after the scores are seen, a second ``audit`` record reusing the run's commitment
+    with one rule picked after the fact, level 0.99 and ε_cert 0.1 (the old verify called it VALID and the report
+    printed "certified ε = 0.1")."""
+    def forge(session, view):
+        records, _ = read_records(session.ledger_path)
+        (_, evidence), = audits(records)
+        view.record_info({"audit": {**evidence, "rules": evidence["rules"][:1], "level": 0.99, "epsilon_cert": 0.1}})
+
+    session, _ = _audit(make_session, seed=3, canaries=50, forge=forge)
+    verdict = verify_bundle(session.run_dir, allow_not_for_release=True)
+    assert not verdict.valid
+    audit = next(c for c in verdict.checks if c.name == "audit")
+    assert not audit.ok and "match a commitment" in audit.detail
+    assert "default rules" in audit.detail and "level 0.99" in audit.detail and "epsilon_cert recorded" in audit.detail
+
+    records, _ = read_records(session.ledger_path)
+    honest, forged = audits(records)
+    again = {**forged[1], "rules": honest[1]["rules"], "level": honest[1]["level"],
+             "epsilon_cert": honest[1]["epsilon_cert"]}  # the honest record again: its commitment is used twice
+    at = next(i for i, r in enumerate(records) if r.seq == forged[0])
+    twice = [*records[:at], dataclasses.replace(records[at], body={**records[at].body, "info": {"audit": again}}),
+             *records[at + 1:]]
+    assert any("already used" in p for p in audit_problems(twice, charged_events(records))[0])
 
 
 def test_broken_run_with_an_eighth_of_the_noise_is_refuted(make_session, monkeypatch):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
-from dpaudit.audit.guesses import GuessRule
-from dpaudit.audit.mechanism import MechanismAudit, audit_mechanism, membership
+from dpaudit.audit.guesses import GuessRule, sweep_bounds
+from dpaudit.audit.mechanism import MechanismAudit, audit_mechanism, family_of, membership, per_test_level
 from dpaudit.audit.tradeoff import ApproxDpFamily, GaussianFamily
 from dpaudit.errors import InvalidParameter
 from dpaudit.ledger import read_records
@@ -82,3 +84,33 @@ def test_rules_given_as_a_list_are_kept_as_a_tuple():
     assert audit.rules == (GuessRule(5, 5), GuessRule(10, 10))
     report = audit_mechanism(lambda x: x, audit, SeededRandom(1))       # scores = membership: every guess right
     assert report.steinke.epsilon == pytest.approx(report.ceiling_steinke)
+
+
+def test_each_test_runs_at_half_the_level_so_the_verdict_holds_at_the_stated_confidence():
+    """``refuted`` fires when either test rejects: Bonferroni over the two tests runs each at level/2 (the old code
+    ran both at the full level, so the verdict's false-refutation rate could reach 2 × level)."""
+    audit = MechanismAudit(200, 1.0, DELTA, level=0.05)
+    report = audit_mechanism(lambda x: x, audit, SeededRandom(2))  # every guess right: ε_lb depends on the level
+    steinke, fdp = sweep_bounds(membership(200, SeededRandom(2)).astype(float), membership(200, SeededRandom(2)),
+                                audit.rules, delta=DELTA, family=audit.family, level=per_test_level(0.05))
+    assert per_test_level(0.05) == 0.025
+    assert (report.steinke.epsilon, report.fdp.epsilon) == (steinke.epsilon, fdp.epsilon)
+    assert report.steinke.level == 0.025
+    assert "95% confidence overall (each test at 97.5%)" in report.statement()
+
+
+def test_the_statement_rounds_lower_bounds_down_and_the_claim_up():
+    report = audit_mechanism(lambda x: x, MechanismAudit(100, 1.0, DELTA), SeededRandom(1))
+    near = dataclasses.replace(report, steinke=dataclasses.replace(report.steinke, epsilon=0.99996),
+                               audit=dataclasses.replace(report.audit, claimed_epsilon=1.0000001))
+    assert "Steinke=0.999 " in near.statement()  # nearest rounding printed 1.000, above the bound
+    assert "claimed epsilon=1.00001 " in near.statement()  # :g printed 1, below the claim
+
+
+def test_a_family_the_mechanism_does_not_belong_to_is_refused():
+    assert family_of("gaussian", "gaussian", DELTA) == GaussianFamily()
+    assert family_of("laplace", "epsilon-delta", DELTA) == ApproxDpFamily(DELTA)
+    with pytest.raises(InvalidParameter, match="does not belong to the gaussian family"):
+        family_of("laplace", "gaussian", DELTA)
+    with pytest.raises(InvalidParameter, match="unknown mechanism"):
+        family_of("exponential", "epsilon-delta", DELTA)
