@@ -8,6 +8,7 @@ so the run page shows what the certified releases were used for.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,3 +67,24 @@ def attach(runs: Sequence[Certified], paths: Sequence[Path], tracking_uri: str |
     mirror = MlflowMirror(tracking_uri, experiment=EXPERIMENT)
     for run in runs:
         mirror.log_artifacts(mirror.find_run(run.run_id).info.run_id, list(paths), "experiment")
+
+
+def certified_runs_section(runs: Sequence[Certified]) -> list[str]:
+    """The Markdown section listing an experiment's certified runs and how to re-check them."""
+    return ["", "## Certified runs", "", "| session | run id | certified ε | δ |", "| --- | --- | --- | --- |",
+            *[f"| {r.name} | `{r.run_id}` | {r.epsilon:.4f} | {r.delta:g} |" for r in runs],
+            "", "Each was verified (`verify_bundle`) before its numbers were written; the runs are seeded, so "
+            "check them with `dpaudit verify --allow-not-for-release RUN_ID` (run folder or MLflow run). The figure "
+            "and this table are attached to each run's MLflow page (artifact folder `experiment`).", ""]
+
+
+def arguments(description: str, draws: int, out: Path, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line both experiments take (noise draws, smoke-test size, output folder, store, MLflow)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--draws", type=int, default=draws)
+    parser.add_argument("--quick", action="store_true", help="a tiny run (smoke test)")
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--store", type=Path, default=None, help="run store (default: $DPAUDIT_HOME or ./dpaudit_runs)")
+    parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the embedded ./mlruns)")
+    parser.add_argument("--no-mlflow", action="store_true")
+    return parser.parse_args(argv)

@@ -28,7 +28,6 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one BLAS thread unless set: faster than oversubscribed threads
 
-import argparse  # noqa: E402
 import csv  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
@@ -41,7 +40,15 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dp_gp_common import Certified, attach, close_and_verify, open_session, tracking  # noqa: E402
+from dp_gp_common import (  # noqa: E402
+    Certified,
+    arguments,
+    attach,
+    certified_runs_section,
+    close_and_verify,
+    open_session,
+    tracking,
+)
 
 from dpaudit.data.ames import TEST, TRAIN, TRAIN_LOCATIONS  # noqa: E402
 from dpaudit.data.catalog import load  # noqa: E402
@@ -215,23 +222,12 @@ def markdown(results: dict[str, Any]) -> str:
               f"{r['cloaking_long_expected']:,.0f} ({r['cloaking_long_certified']:,.0f}) | "
               f"{r['standard_expected']:,.0f} ({r['standard_certified']:,.0f}) | "
               f"{r['binning_expected']:,.0f} ({r['binning_certified']:,.0f}) |" for r in results["rows"]]
-    lines += ["", "## Certified runs", "", "| session | run id | certified ε | δ |", "| --- | --- | --- | --- |"]
-    lines += [f"| {r.name} | `{r.run_id}` | {r.epsilon:.4f} | {r.delta:g} |" for r in results["runs"]]
-    lines += ["", "Each was verified (`verify_bundle`) before its numbers were written; the runs are seeded, so "
-              "check them with `dpaudit verify --allow-not-for-release RUN_ID` (run folder or MLflow run). The figure "
-              "and this table are attached to each run's MLflow page (artifact folder `experiment`).", ""]
+    lines += certified_runs_section(results["runs"])
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--draws", type=int, default=200)
-    parser.add_argument("--quick", action="store_true", help="a tiny run (smoke test)")
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--store", type=Path, default=None, help="run store (default: $DPAUDIT_HOME or ./dpaudit_runs)")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: the embedded ./mlruns)")
-    parser.add_argument("--no-mlflow", action="store_true")
-    args = parser.parse_args(argv)
+    args = arguments(__doc__.splitlines()[0], 200, OUT, argv)
     results = run(args.out, args.draws, args.quick, args.store, tracking(args.no_mlflow, args.tracking_uri))
     for t in results["timings"]:
         print(f"n = {t['n']}, P = {t['P']}: cloaking plan {t['solve_s']:.2f} s, posterior mean {t['mean_s']:.2f} s "
