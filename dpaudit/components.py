@@ -108,6 +108,10 @@ def component_costs(opened: OpenBody, components: Sequence[Sequence[PrivacyEvent
         return [{"epsilon": None, "attained_by": None, "note": ADAPTIVE_NOTE} for _ in components]
     costs = []
     recorded_version = None if claim is None else claim.get("accountant_version")
+    if recorded_version is not None:
+        from dpaudit.accounting.pld import recorded_fold  # deferred: the report reads components, never accountants
+
+        recorded_fold(recorded_version)  # an unreadable version fails the whole check, never one component's "n/a"
     for i, events in enumerate(components):
         if claim is not None and len(events) == total_charges:
             epsilon, source = claim["epsilon"], claim["attained_by"]

@@ -14,6 +14,7 @@ from dpaudit.accounting import get_accountant
 from dpaudit.accounting.pld import CURRENT_FOLD
 from dpaudit.components import component_costs, group_charges
 from dpaudit.display import COMPONENT_DIGITS, round_up
+from dpaudit.errors import AccountingError
 from dpaudit.events import compose
 from dpaudit.ledger import read_records
 from dpaudit.records import OpenBody
@@ -106,8 +107,9 @@ def test_component_costs_of_a_single_component_reuse_the_claim(bundle):
 
 
 def test_components_are_recomputed_with_the_pld_fold_the_claim_records(bundle):
-    """A component is recomputed as the claim's accountant version says: with a PLD fold this code does not have
-    (``pld/1``) no bound is recomputed, and the note names the version."""
+    """A component is recomputed as the claim's accountant version says: a PLD fold this code does not have
+    (``pld/1``) fails the whole recomputation naming the version (a per-component "n/a" would let a forged version
+    switch the components check off, tests/dpaudit/test_verify.py)."""
     records, _ = read_records(bundle / "ledger.jsonl")
     groups = list(group_charges(records).values())
     total = sum(len(group) for group in groups)
@@ -116,8 +118,8 @@ def test_components_are_recomputed_with_the_pld_fold_the_claim_records(bundle):
     current = component_costs(opened, groups, total, claim, ["pld"] * len(groups))
     assert all(cost["epsilon"] is not None for cost in current)
     claim["accountant_version"] = claim["accountant_version"].replace(CURRENT_FOLD, "pld/1")
-    older = component_costs(opened, groups, total, claim, ["pld"] * len(groups))
-    assert all(cost["epsilon"] is None and "pld/1" in cost["note"] for cost in older)
+    with pytest.raises(AccountingError, match="pld/1"):
+        component_costs(opened, groups, total, claim, ["pld"] * len(groups))
 
 
 def test_report_of_a_closed_run_imports_no_accountant(bundle):

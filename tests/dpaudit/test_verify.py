@@ -98,6 +98,23 @@ def test_the_claim_is_recomputed_with_the_pld_fold_its_version_records(bundle, t
         assert "recompose" in failed and "pld/1" in failed["recompose"]
 
 
+def test_an_unreadable_fold_version_cannot_switch_the_components_check_off(bundle, tmp_path):
+    """An insider forges every component's ε to 1e-9 and writes a PLD version verify has no fold for (``pld/9``)
+    while the claim names RDP (which ignores the version): the components must fail as not recomputable, never be
+    skipped as "no bound applies" (they were, and the bundle verified VALID)."""
+    def forge(cert: dict) -> None:
+        for component in cert["components"]:
+            component["epsilon"], component["attained_by"] = 1e-9, "pld"
+        claim = cert["claim"]
+        claim["attained_by"], claim["epsilon"] = "rdp", claim["epsilon"] * 4
+        claim["accountant_version"] = claim["accountant_version"].replace("pld/3", "pld/9")
+
+    _resign(bundle, tmp_path, edit=forge)
+    report = verify_bundle(bundle, allow_not_for_release=True)
+    failed = {c.name: c.detail for c in report.checks if not c.ok}
+    assert not report.valid and "pld/9" in failed.get("components", ""), failed
+
+
 def test_seeded_run_is_not_for_release(bundle):
     report = verify_bundle(bundle)
     assert not report.valid
