@@ -10,9 +10,13 @@ only* (the build is not what is measured), then times, in the same process:
    per-charge sensitivity and privacy-map checks, coverage of every release, recomposition with the session's
    accountant and the independent re-check (the tilted hockey-stick lower bound).
 
-Prints wall-clock and process CPU seconds and the ratios verify / floor and verify / parse floor in both (on a
-shared machine the CPU ratio is the steadier; the issue's target: ≤ 5x the read-and-hash floor at 10^5 records;
-docs/performance.md).
+Prints wall-clock and process CPU seconds and, in both, the ratio to each floor (on a shared machine the CPU ratio is
+the steadier). The target (issue 17, item 6: "verify of 10^5 records takes 6.6 s against 0.64 s for reading and
+hashing them"; ≤ 5x that floor) is measured against the *parse* floor: the issue's 0.64 s, taken on this machine
+class, is what reading, ``json.loads`` and SHA-256 of every line cost here (0.6-0.8 s), while reading and hashing
+alone cost about 0.09 s; and a verifier must parse every record to check it. So the line to read is
+``verify / parse floor`` at 10^5 records, target ≤ 5 (docs/performance.md, "Verify"); the read-and-hash ratio is
+printed beside it for comparison.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from dpaudit import Session, from_formula
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.trust import KeyTrust
 from dpaudit.verify import verify_bundle
+
+#: issue 17, item 6: verify of 10^5 records within this many times the parse floor (the issue's 0.64 s; see above)
+TARGET = 5.0
 
 
 def build_run(root: Path, releases: int) -> Path:
@@ -75,8 +82,10 @@ def measure(records: int) -> None:
                               ("parse floor (read + json.loads + sha256)", parse_floor), ("verify_bundle", verify)):
         print(f"  {name:42s} {wall:7.3f} s wall  {cpu:7.3f} s CPU")
     for unit, i in (("wall", 0), ("CPU", 1)):
-        print(f"  ratio ({unit}) verify / floor: {verify[i] / floor[i]:.1f}   verify / parse floor: "
-              f"{verify[i] / parse_floor[i]:.1f}")
+        ratio = verify[i] / parse_floor[i]
+        verdict = f" (target <= {TARGET:g}: {'met' if ratio <= TARGET else 'NOT met'})" if n_records >= 10**5 else ""
+        print(f"  ratio ({unit:4s}) verify / parse floor: {ratio:5.1f}{verdict}   verify / read-and-hash floor: "
+              f"{verify[i] / floor[i]:5.1f}")
 
 
 def main() -> None:

@@ -87,6 +87,15 @@ class Accountant(ABC):
         """
         return self.epsilon(event, delta), self.name
 
+    def admission_bound(self, event: PrivacyEvent, delta: float) -> tuple[float, str] | None:
+        """(ε, source): a cheaper upper bound on :meth:`epsilon_with_source`'s ε (never below it), which the budget
+        filter tries before the accountant itself; None when the accountant has none (the default).
+
+        Raises:
+            The same as :meth:`epsilon`.
+        """
+        return None
+
     def epsilon_of_tally(self, counts: dict[LeafSpec, int], delta: float, event: PrivacyEvent | None = None) -> float:
         """ε for an already tallied event (δ already validated); shared by :meth:`epsilon` and the tightest.
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 from dpaudit.accounting.base import Accountant, DeltaUnreachable, package_versions
@@ -27,7 +28,7 @@ def _liu_talwar_charge(spec: RepeatSelectSpec) -> tuple[float, float] | None:
     charges = [(approximate_dp_charge(s), k) for s, k in spec.base]
     if any(c is None or c[1] != 0.0 for c, _ in charges):
         return None
-    return liu_talwar_epsilon(math.fsum(c[0] * k for c, k in charges)), 0.0
+    return liu_talwar_epsilon(sum_rounded_up([(c[0], k) for c, k in charges])), 0.0
 
 
 #: the (ε, δ) charge of one application, by spec type; subsampled Gaussians declare none
@@ -57,10 +58,31 @@ def unsupported_without_charge(counts: dict[LeafSpec, int]) -> str | None:
     return None
 
 
+def sum_rounded_up(terms: list[tuple[float, int]]) -> float:
+    """Σ k·x over ``terms`` (x a float, k a count), rounded *upward*: the smallest float ≥ the exact rational sum.
+
+    A nearest-rounded sum (``math.fsum``, or the float products k·x) can fall below the exact sum, e.g. 10⁴ charges
+    of ε = 1e-4 sum to exactly 1.0 in floats but to 1 + 4.8·10⁻¹⁷ exactly (the float 1e-4 is above 10⁻⁴), so a
+    filter comparing it with a budget of 1.0 would admit the last charge past the budget. The sum is exact in
+    :class:`~fractions.Fraction` (one term per distinct spec of the tally, so it costs microseconds), then rounded
+    up; a non-finite term gives the float sum (inf or nan).
+    """
+    if not all(math.isfinite(x) for x, _ in terms):
+        return math.fsum(x * k for x, k in terms)
+    return round_up(sum((Fraction(x) * k for x, k in terms), Fraction(0)))
+
+
+def round_up(exact: Fraction) -> float:
+    """The smallest float ≥ ``exact``."""
+    nearest = float(exact)
+    return nearest if Fraction(nearest) >= exact else math.nextafter(nearest, math.inf)
+
+
 def charge_sums(counts: dict[LeafSpec, int]) -> tuple[float, float]:
-    """(Σ k_i ε_i, Σ k_i δ_i) over the tally, with exactly rounded float sums (``math.fsum``)."""
+    """(Σ k_i ε_i, Σ k_i δ_i) over the tally, each rounded upward (:func:`sum_rounded_up`), so that both are upper
+    bounds on the exact sums of the charged (float) parameters."""
     charges = [(approximate_dp_charge(s), k) for s, k in counts.items()]
-    return math.fsum(c[0] * k for c, k in charges), math.fsum(c[1] * k for c, k in charges)
+    return (sum_rounded_up([(c[0], k) for c, k in charges]), sum_rounded_up([(c[1], k) for c, k in charges]))
 
 
 class BasicComposition(Accountant):

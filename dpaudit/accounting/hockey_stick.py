@@ -294,14 +294,18 @@ def _convolve(a: _Tilted, b: _Tilted) -> _Tilted:
         norms = (2.0 * (_norm(a.w) * np.sum(a.w)) if a.w is b.w
                  else _norm(a.w) * np.sum(b.w) + np.sum(a.w) * _norm(b.w))
         bound = FFT_ERROR_CONSTANT * np.finfo(float).eps * math.log2(max(n, 2)) * norms
-    out = np.maximum(out - bound, 0.0)
-    keep = np.nonzero(out)[0]
-    if len(keep) == 0:
+    # in place (``out`` is this call's own array): the same operations on the same numbers, without a copy of up to
+    # 10⁷ entries for each step
+    out -= bound
+    np.maximum(out, 0.0, out=out)
+    positive = out > 0.0
+    if not positive.any():
         raise AccountingError("hockey-stick lower bound: the composition lost all its mass to rounding error")
-    first, last = int(keep[0]), int(keep[-1])
+    first, last = int(positive.argmax()), len(out) - 1 - int(positive[::-1].argmax())
     out = out[first:last + 1]
     top = float(out.max())
-    return _Tilted(a.offset + b.offset + first, out / top, a.scale + b.scale + math.log(top))
+    out /= top
+    return _Tilted(a.offset + b.offset + first, out, a.scale + b.scale + math.log(top))
 
 
 def _power(x: _Tilted, k: int) -> _Tilted:

@@ -39,16 +39,25 @@ alone, and it is what the budget filter computes incrementally (the previous fol
 composition, also inside a run: :class:`Fold`, :class:`FoldCache`), what the certificate computes from the ledger's
 charges and what ``dpaudit verify`` recomputes: the same floating-point operations in the same order, hence the same
 ε, bit for bit. A tally alone (:meth:`PldAccountant.composed`) is one run of length 1. That is version ``pld/3`` of
-the fold; ``pld/2`` entered a run as one self-composition of its whole length (:data:`FOLDS`). Both are pessimistic
-upper bounds that differ in the last digits, so verify recomputes a certificate with the fold its recorded
-accountant version names (:func:`recorded_fold`), bit for bit.
+the fold on one grid; ``pld/2`` entered a run as one self-composition of its whole length, ``pld/4`` reads the fold on
+two grids ("Two grids" below; :data:`FOLDS`). All are pessimistic upper bounds that differ in the last digits, so
+verify recomputes a certificate with the fold its recorded accountant version names (:func:`recorded_fold`), bit for
+bit.
+
+Two grids (fold ``pld/4``; docs/accounting.md, "pld"): the canonical fold is computed on the fine grid and on a grid
+16 times coarser (:data:`ADMISSION_INTERVAL`, connect-the-dots leaves built at that interval, so about 16 times fewer
+loss values, each composition about 16 times cheaper), and ε is the smaller of the two readings, each a sound upper
+bound (:func:`smallest_reading`). The coarse reading alone is the budget filter's admission bound
+(:meth:`PldAccountant.admission_bound`): it is at least ε by construction (ε is the minimum over both grids, the
+coarse one computed by the same operations), so admitting on it never lets the certified ε exceed the budget; only
+when it is over the budget does the filter compute ε itself. ``pld/3`` is the fine grid alone.
 
 ε is read off a composed PLD by :class:`HockeyStick` (the same hockey-stick formula as dp_accounting's
 ``get_epsilon_for_delta``, vectorised with numpy instead of a Python loop over the loss grid).
 
 Caching: one PLD per leaf spec, per (spec, count) self-composition and per (tally, digit) run (module level), and
-per accountant the last fold and the one it resumed from (:class:`FoldCache`: a refused candidate's successor
-resumes from the latter).
+per accountant and grid the last fold and the one it resumed from (:class:`FoldCache`: a refused candidate's
+successor resumes from the latter).
 """
 
 from __future__ import annotations
@@ -58,7 +67,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import dp_accounting
@@ -77,11 +86,15 @@ from dpaudit.accounting.charges import (
     PureSpec,
     RepeatSelectSpec,
     event_counts,
+    tally,
 )
-from dpaudit.errors import AccountingError
+from dpaudit.errors import AccountingError, UnsupportedEvent
 from dpaudit.events import ComposedEvent, PrivacyEvent
+from dpaudit.validation import check_delta
 
 VALUE_DISCRETIZATION_INTERVAL = 2e-4
+#: The coarser grid of fold ``pld/4`` (module docstring, "Two grids"): 16 intervals of the fine one.
+ADMISSION_INTERVAL = 16 * VALUE_DISCRETIZATION_INTERVAL
 #: Noise mass dp_accounting's discrete Gaussian PLD drops per release (truncation at ⌈11.6σ⌉).
 DISCRETE_GAUSSIAN_TAIL = 1e-30
 #: Fraction of δ reserved for the discrete Gaussian truncation.
@@ -247,12 +260,12 @@ def compose(first: pld_lib.PrivacyLossDistribution,
 Run = tuple[tuple[tuple[LeafSpec, int], ...], int]
 
 
-@functools.lru_cache(maxsize=64)
-def run_pld(run: Run) -> pld_lib.PrivacyLossDistribution:
-    """The pessimistic PLD of one run: its tally's specs, each self-composed count × length times, folded in order
-    (cached: the same binary digit of a growing run recurs, :class:`Fold`)."""
+@functools.lru_cache(maxsize=128)
+def run_pld(run: Run, interval: float = VALUE_DISCRETIZATION_INTERVAL) -> pld_lib.PrivacyLossDistribution:
+    """The pessimistic PLD of one run on the grid ``interval``: its tally's specs, each self-composed count × length
+    times, folded in order (cached: the same binary digit of a growing run recurs, :class:`Fold`)."""
     items, length = run
-    return fold(None, [(spec, count * length) for spec, count in items], True, VALUE_DISCRETIZATION_INTERVAL)
+    return fold(None, [(spec, count * length) for spec, count in items], True, interval)
 
 
 def digits(length: int) -> tuple[int, ...]:
@@ -270,20 +283,27 @@ class FoldScheme:
     """A version of the canonical fold (module docstring, "Composition order").
 
     Attributes:
-        version: the version its accountant records (``"pld/3"``).
+        version: the version its accountant records (``"pld/4"``).
         description: how runs enter the fold, in the accountant's version string.
         split: the lengths, in order, of the self-compositions a run of a given length enters the fold as.
+        intervals: the discretisation grids the fold is computed on; ε is the smallest of their readings, and the
+            last grid's reading alone is the budget filter's admission bound when there are several (module
+            docstring, "Two grids").
     """
 
     version: str
     description: str
     split: Callable[[int], tuple[int, ...]]
+    intervals: tuple[float, ...] = (VALUE_DISCRETIZATION_INTERVAL,)
 
 
 #: Every fold a certificate may have been closed under, by version; the last is the current one.
-FOLDS = {scheme.version: scheme for scheme in (FoldScheme("pld/2", "run fold", whole),
-                                                FoldScheme("pld/3", "run fold by binary digits", digits))}
-CURRENT_FOLD = "pld/3"
+FOLDS = {scheme.version: scheme for scheme in (
+    FoldScheme("pld/2", "run fold", whole),
+    FoldScheme("pld/3", "run fold by binary digits", digits),
+    FoldScheme("pld/4", "run fold by binary digits", digits, (VALUE_DISCRETIZATION_INTERVAL, ADMISSION_INTERVAL)),
+)}
+CURRENT_FOLD = "pld/4"
 
 
 def recorded_fold(accountant_version: object) -> str:
@@ -325,38 +345,51 @@ class Fold:
 
     def __init__(self, length: int, before: pld_lib.PrivacyLossDistribution | None, run: Run,
                  partials: tuple[pld_lib.PrivacyLossDistribution, ...] = (),
-                 split: Callable[[int], tuple[int, ...]] = digits) -> None:
+                 split: Callable[[int], tuple[int, ...]] = digits,
+                 interval: float = VALUE_DISCRETIZATION_INTERVAL) -> None:
         self.length = length
         self.before = before
         self.run = run
         self._partials = partials
         self.split = split
+        self.interval = interval
 
     def pld(self) -> pld_lib.PrivacyLossDistribution:
         """The PLD of the parts folded (composed on first use; two threads asking at once compute the same)."""
         items, length = self.run
         partials = list(self._partials)
         for power in self.split(length)[len(partials):]:
-            part = run_pld((items, power))
+            part = run_pld((items, power), self.interval)
             previous = partials[-1] if partials else self.before
             partials.append(part if previous is None else compose(previous, part))
         self._partials = tuple(partials)
         return partials[-1]
 
-    def extended(self, items: tuple[tuple[LeafSpec, int], ...]) -> Fold:
-        """The fold with one more part, whose tally is ``items``."""
+    def extended(self, items: tuple[tuple[LeafSpec, int], ...], count: int = 1) -> Fold:
+        """The fold with ``count`` more parts, each with the tally ``items``: the fold ``extended(items)`` called
+        ``count`` times reaches, by one step (a run of equal parts costs bookkeeping once, not once per part).
+
+        A partial depends only on ``before``, the tally and the prefix of the split up to it, so the fold keeps those
+        whose prefix the old and the new run length share; the ones it drops are recomposed by the same operations.
+        """
+        if count < 1:
+            raise AccountingError(f"pld: a fold is extended by at least one part, not {count}")
         if items != self.run[0]:
-            return Fold(self.length + 1, self.pld(), (items, 1), split=self.split)
-        length = self.run[1] + 1
-        longer, shorter = self.split(length), self.split(length - 1)
+            first = Fold(self.length + 1, self.pld(), (items, 1), split=self.split, interval=self.interval)
+            return first if count == 1 else first.extended(items, count - 1)
+        length = self.run[1] + count
+        longer, shorter = self.split(length), self.split(self.run[1])
         shared = next((i for i, (a, b) in enumerate(zip(longer, shorter, strict=False)) if a != b),
                       min(len(longer), len(shorter)))
-        return Fold(self.length + 1, self.before, (items, length), self._partials[:shared], self.split)
+        return Fold(self.length + count, self.before, (items, length), self._partials[:shared], self.split,
+                    self.interval)
 
 
-def start_fold(items: tuple[tuple[LeafSpec, int], ...], split: Callable[[int], tuple[int, ...]] = digits) -> Fold:
-    """The fold of a first part whose tally is ``items``, runs entering it as ``split`` says."""
-    return Fold(1, None, (items, 1), split=split)
+def start_fold(items: tuple[tuple[LeafSpec, int], ...], split: Callable[[int], tuple[int, ...]] = digits,
+               interval: float = VALUE_DISCRETIZATION_INTERVAL) -> Fold:
+    """The fold of a first part whose tally is ``items``, runs entering it as ``split`` says, on the grid
+    ``interval``."""
+    return Fold(1, None, (items, 1), split=split, interval=interval)
 
 
 class FoldCache:
@@ -369,13 +402,19 @@ class FoldCache:
     on where it resumed).
     """
 
-    def __init__(self, split: Callable[[int], tuple[int, ...]] = digits) -> None:
+    def __init__(self, split: Callable[[int], tuple[int, ...]] = digits,
+                 interval: float = VALUE_DISCRETIZATION_INTERVAL) -> None:
         self._lock = threading.Lock()
         self._entries: tuple[tuple[tuple[PrivacyEvent, ...], Fold], ...] = ()
         self._split = split
+        self._interval = interval
 
     def fold(self, events: tuple[PrivacyEvent, ...]) -> Fold:
         """The fold of ``events``, resuming from the longest cached fold whose parts are a prefix of ``events``.
+
+        A stretch of consecutive parts that are one object (a ledger's equal charges decode to one, so verify's
+        49 999 equal charges are one stretch) is tallied once and entered by one :meth:`Fold.extended`: the
+        bookkeeping costs one step per stretch, not per part, and the PLD is the part-by-part fold's, bit for bit.
 
         Raises:
             AccountingError: nothing to compose.
@@ -388,9 +427,20 @@ class FoldCache:
                     and events[: last.length] == cached[: last.length]:
                 resumed = (cached, last)
         state = None if resumed is None else resumed[1]
-        for index in range(0 if state is None else state.length, len(events)):
-            items = tuple(event_counts(events[index]).items())
-            state = start_fold(items, self._split) if state is None else state.extended(items)
+        if state is not None and state.length == len(events):  # asked again (admission bound, then ε): entries stand
+            return state
+        index = 0 if state is None else state.length
+        while index < len(events):  # by stretches of one event object (a ledger's equal charges decode to one)
+            event, end = events[index], index + 1
+            while end < len(events) and events[end] is event:
+                end += 1
+            items = tuple(event_counts(event).items())
+            if state is None:
+                state = start_fold(items, self._split, self._interval)
+                index += 1
+            if end > index:
+                state = state.extended(items, end - index)
+            index = end
         if state is None:
             raise AccountingError("pld: nothing to compose")
         kept = ((events, state),) + ((resumed,) if resumed is not None and resumed[1] is not state else ())
@@ -537,10 +587,34 @@ def epsilon_from_pld(pld: pld_lib.PrivacyLossDistribution, counts: dict[LeafSpec
     return eps
 
 
+def smallest_reading(readings: Sequence[Callable[[], float]]) -> float:
+    """The smallest ε of ``readings`` (one per grid, module docstring "Two grids"), each a sound upper bound; a grid
+    that refuses (:class:`~dpaudit.accounting.base.OutsideControlledRegime`,
+    :class:`~dpaudit.accounting.base.DeltaUnreachable`) is left out, and only when every grid refuses is the first
+    grid's refusal raised.
+
+    Raises:
+        AccountingError: a grid's reading is NaN (failed numerics are never hidden behind another grid's answer).
+    """
+    answers, refusals = [], []
+    for read in readings:
+        try:
+            answers.append(read())
+        except (OutsideControlledRegime, DeltaUnreachable) as exc:
+            refusals.append(exc)
+    if any(math.isnan(eps) for eps in answers):
+        raise AccountingError("pld accountant produced NaN on one of its grids")
+    if not answers:
+        raise refusals[0]
+    return min(answers)
+
+
 class PldAccountant(Accountant):
-    """dp_accounting PLD, pessimistic estimate, interval :data:`VALUE_DISCRETIZATION_INTERVAL`, composed in the
-    canonical order (module docstring, "Composition order") of fold version ``fold_version`` (a key of
-    :data:`FOLDS`; the current one unless recomputing an older certificate).
+    """dp_accounting PLD, pessimistic estimate, on the interval(s) of fold version ``fold_version`` (a key of
+    :data:`FOLDS`; the current one unless recomputing an older certificate), composed in the canonical order (module
+    docstring, "Composition order"): ``pld/4`` takes the smaller of the readings on
+    :data:`VALUE_DISCRETIZATION_INTERVAL` and :data:`ADMISSION_INTERVAL`, and offers the latter alone as the budget
+    filter's admission bound (:meth:`admission_bound`).
 
     Raises:
         AccountingError: an unknown fold version.
@@ -552,21 +626,53 @@ class PldAccountant(Accountant):
         self._scheme = FOLDS.get(fold_version)
         if self._scheme is None:
             raise AccountingError(f"unknown pld fold version {fold_version!r} (known: {', '.join(FOLDS)})")
-        self._folds = FoldCache(self._scheme.split)
+        self._folds = tuple(FoldCache(self._scheme.split, interval) for interval in self._scheme.intervals)
 
     def version(self) -> str:
-        return f"{self._scheme.version} (interval {VALUE_DISCRETIZATION_INTERVAL:g}, pessimistic, " \
-               f"{self._scheme.description}; {package_versions('dp-accounting')})"
+        intervals = self._scheme.intervals
+        grids = f"interval {intervals[0]:g}" if len(intervals) == 1 else \
+            f"intervals {' and '.join(f'{i:g}' for i in intervals)}, the smaller epsilon"
+        return f"{self._scheme.version} ({grids}, pessimistic, {self._scheme.description}; " \
+               f"{package_versions('dp-accounting')})"
 
     def _unsupported_reason(self, counts: dict[LeafSpec, int]) -> str | None:
         return unsupported_reason(counts)
 
     def _epsilon_for(self, counts: dict[LeafSpec, int], delta: float) -> float:
-        return epsilon_from_pld(self.composed(counts), counts, delta)
+        run = (tuple(counts.items()), 1)
+        return smallest_reading([functools.partial(epsilon_from_pld, run_pld(run, i), counts, delta)
+                                 for i in self._scheme.intervals])
 
     def _epsilon_for_event(self, event: PrivacyEvent, counts: dict[LeafSpec, int], delta: float) -> float:
-        return epsilon_from_pld(self._folds.fold(parts(event)).pld(), counts, delta)
+        return smallest_reading([functools.partial(fold_epsilon, folds, event, counts, delta) for folds in self._folds])
+
+    def admission_bound(self, event: PrivacyEvent, delta: float) -> tuple[float, str] | None:
+        """The reading on the coarse grid alone (fold ``pld/4``; module docstring, "Two grids"): at least
+        :meth:`epsilon`, which is the smaller of it and the fine grid's, bit for bit; None when the fold has one
+        grid, or the coarse grid refuses or has no finite ε here.
+
+        Raises:
+            UnsupportedEvent: the PLD does not model the event.
+        """
+        if len(self._folds) == 1:
+            return None
+        delta = check_delta(delta)
+        _, counts = tally(event)
+        reason = self._unsupported_reason(counts)
+        if reason is not None:
+            raise UnsupportedEvent(f"{self.name} accountant: {reason}")
+        try:
+            eps = fold_epsilon(self._folds[-1], event, counts, delta)
+        except (OutsideControlledRegime, DeltaUnreachable):
+            return None
+        return (eps, self.name) if 0.0 <= eps < math.inf else None
 
     def composed(self, counts: dict[LeafSpec, int]) -> pld_lib.PrivacyLossDistribution:
-        """The pessimistic PLD of a tally: one run of length 1 (the PLD of any single event with this tally)."""
+        """The pessimistic PLD of a tally on the fine grid: one run of length 1 (the PLD of any single event with
+        this tally)."""
         return run_pld((tuple(counts.items()), 1))
+
+
+def fold_epsilon(folds: FoldCache, event: PrivacyEvent, counts: dict[LeafSpec, int], delta: float) -> float:
+    """ε at δ of the canonical fold of ``event`` on ``folds``' grid."""
+    return epsilon_from_pld(folds.fold(parts(event)).pld(), counts, delta)

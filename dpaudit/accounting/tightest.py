@@ -54,6 +54,27 @@ class TightestAccountant(Accountant):
     def _epsilon_for_event(self, event: PrivacyEvent, counts: dict[LeafSpec, int], delta: float) -> float:
         return self._best(counts, delta, event)[0]
 
+    def admission_bound(self, event: PrivacyEvent, delta: float) -> tuple[float, str] | None:
+        """The smallest of the PLD member's admission bound (its coarse grid alone; left out when it has none) and
+        every other member's ε (closed forms and RDP curves: cheap), with the member that attained it. Each term is at
+        least its member's ε, so the smallest is at least this accountant's; None when no member answers.
+
+        Raises:
+            AccountingError: a member's numerics failed (as in :meth:`epsilon_with_source`).
+        """
+        delta = check_delta(delta)
+        _, counts = tally(event)
+        best: tuple[float, str] | None = None
+        for member in self.members:
+            try:
+                found = member.admission_bound(event, delta) if isinstance(member, PldAccountant) \
+                    else (member.epsilon_of_tally(counts, delta, event), member.name)
+            except (UnsupportedEvent, DeltaUnreachable):
+                continue
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
+        return best
+
     def epsilon_with_source(self, event: PrivacyEvent, delta: float) -> tuple[float, str]:
         """(ε, name of the member accountant that attained it).
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dpaudit import DPAuditError
-from dpaudit.accounting import PldAccountant, charges, get_accountant, rdp
+from dpaudit.accounting import PldAccountant, charges, get_accountant, pld, rdp
 from dpaudit.accounting.charges import event_counts
 from dpaudit.accounting.filters import RenyiFilter, charge_rdp, filter_epsilon
 from dpaudit.accounting.lower_bound import epsilon_lower_bound
@@ -153,16 +153,17 @@ def _charge_seqs(session) -> list[int]:
 
 
 def _gate_pld(monkeypatch, label: str, gate: threading.Event, entered: threading.Event) -> None:
-    """The PLD accountant blocks, until ``gate`` is set, on any composition whose last part is labelled ``label``."""
-    original = PldAccountant._epsilon_for_event
+    """The PLD accountant blocks, until ``gate`` is set, on any composition whose last part is labelled ``label`` (on
+    either grid: the admission bound or the accountant's ε)."""
+    original = pld.fold_epsilon
 
-    def slow(self, event, counts, delta):
+    def slow(folds, event, counts, delta):
         if getattr(parts(event)[-1], "label", "") == label:
             entered.set()
             assert gate.wait(30), "the slow admission was never released"
-        return original(self, event, counts, delta)
+        return original(folds, event, counts, delta)
 
-    monkeypatch.setattr(PldAccountant, "_epsilon_for_event", slow)
+    monkeypatch.setattr(pld, "fold_epsilon", slow)
 
 
 def test_a_slow_admission_blocks_neither_other_charges_nor_close(make_session, monkeypatch) -> None:
@@ -207,15 +208,15 @@ def _race(make_session, monkeypatch, threads: int = 8) -> tuple[list, list[int],
     """
     barrier = threading.Barrier(threads)
     first = threading.local()
-    original = PldAccountant._epsilon_for_event
+    original = pld.fold_epsilon
 
-    def racing(self, event, counts, delta):
+    def racing(folds, event, counts, delta):
         if not getattr(first, "done", False):
             first.done = True
             barrier.wait(30)
-        return original(self, event, counts, delta)
+        return original(folds, event, counts, delta)
 
-    monkeypatch.setattr(PldAccountant, "_epsilon_for_event", racing)
+    monkeypatch.setattr(pld, "fold_epsilon", racing)
     s = make_session(epsilon=1.0, delta=1e-6, accountant="pld")
     admitted: list = []
 
@@ -228,7 +229,7 @@ def _race(make_session, monkeypatch, threads: int = 8) -> tuple[list, list[int],
         t.start()
     for t in pool:
         t.join(60)
-    monkeypatch.setattr(PldAccountant, "_epsilon_for_event", original)
+    monkeypatch.setattr(pld, "fold_epsilon", original)
     records, _ = read_records(s.ledger_path)
     charged = [event for _, event in charged_events(records)]
     return admitted, _charge_seqs(s), PldAccountant().epsilon(compose(charged), 1e-6)
@@ -252,7 +253,8 @@ def test_the_race_test_catches_a_commit_without_the_version_check(make_session, 
 
 def test_the_certified_claim_is_the_last_admitted_bound_bit_for_bit(make_session) -> None:
     """A PLD session filled to its boundary with Laplace releases and DP-SGD runs in turn: the certificate's ε (a
-    fold from scratch over the ledger's charges) is exactly the bound the filter admitted last (an incremental fold),
+    fold from scratch over the ledger's charges, on both grids) is exactly the bound the filter admitted last (an
+    incremental fold: at the boundary the coarse grid's bound is over the budget, so the accountant itself decided),
     within the budget, and verify's recomputation agrees."""
     s = make_session(epsilon=1.0, delta=1e-5, accountant="pld")
     refused = 0
@@ -380,3 +382,53 @@ def test_a_charge_without_a_renyi_bound_ends_the_running_curve() -> None:
         budget.commit(event, budget.admit(event))
     assert budget.admit_fast(laplace(0.1), budget.snapshot()) is None
     assert budget.admit(laplace(0.1)).source != "rdp"
+
+
+# --- pld/4: the coarse grid's bound first, the accountant at the boundary -------------------------------------------
+
+
+def test_between_the_grids_the_accountant_admits_and_the_certificate_stays_within_budget() -> None:
+    """A budget between the fine and the coarse grid's ε of 30 DP-SGD steps: steps 1-29 are admitted on the coarse
+    bound (bit for bit the coarse fold from scratch), the 30th by the accountant (its coarse bound is over the
+    budget; a filter without that fallback would refuse it), the 31st refused; the certificate's ε, the smaller
+    grid's, is within the budget, where the coarse grid's alone (what the filter enforced up to step 29) is not."""
+    step = dpsgd(0.05, 1.5, 1)
+    thirty = compose([step] * 30)
+    fine = PldAccountant().epsilon(thirty, 1e-5)
+    coarse, _ = PldAccountant().admission_bound(thirty, 1e-5)
+    budget = BudgetFilter((fine + coarse) / 2, 1e-5, PldAccountant())
+    admitted = []
+    with pytest.raises(BudgetExceeded, match="pld accountant"):
+        for _ in range(31):
+            admission = budget.admit(step)
+            budget.commit(step, admission)
+            admitted.append(admission.epsilon)
+    assert len(admitted) == 30 and admitted[-1] == fine
+    assert admitted[-2] == PldAccountant().admission_bound(compose([step] * 29), 1e-5)[0]
+    assert PldAccountant().epsilon(compose(budget.events), 1e-5) == fine <= budget.epsilon < coarse
+
+
+def test_a_tightest_session_admits_on_the_coarse_pld_bound_where_rdp_refuses() -> None:
+    """DP-SGD steps one per charge against ε_B = 1 (tightest): the running RDP curve admits the first 4 steps, the
+    coarse PLD bound the next ones, the accountant the last (its coarse bound is over the budget), and the filter
+    stops exactly where the tightest accountant's ε passes the budget."""
+    step = dpsgd(0.01, 1.0, 1)
+    budget = BudgetFilter(1.0, 1e-5, get_accountant("tightest"))
+    sources, bounds = [], []
+    with pytest.raises(BudgetExceeded):
+        while True:
+            admission = budget.admit(step)
+            budget.commit(step, admission)
+            sources.append(admission.source)
+            bounds.append(admission.epsilon)
+    n = len(sources)
+    tightest = get_accountant("tightest")
+    assert sources[0] == "rdp" and sources[-1] == "pld" and set(sources) == {"rdp", "pld"}
+    certified = tightest.epsilon(compose([step] * n), 1e-5)
+    assert certified <= min(bounds[-1], 1.0) and tightest.epsilon(compose([step] * (n + 1)), 1e-5) > 1.0
+    # each bound is the coarse one from scratch, or (over the budget: the last here) the accountant's own ε
+    for k in (n - 20, n):
+        bound, source = tightest.admission_bound(compose([step] * k), 1e-5)
+        assert source == "pld" and bounds[k - 1] == (bound if bound <= 1.0 else tightest.epsilon(compose([step] * k),
+                                                                                                 1e-5))
+    assert bounds[-1] == certified

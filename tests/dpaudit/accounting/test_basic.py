@@ -32,3 +32,20 @@ def test_refuses_subsampled_gaussian():
     assert not BasicComposition().supports(dpsgd(0.01, 1.0, 10))
     with pytest.raises(UnsupportedEvent, match="basic"):
         BasicComposition().epsilon(dpsgd(0.01, 1.0, 10), 1e-5)
+
+
+def test_sums_are_rounded_upward_never_below_the_exact_sum():
+    """10⁴ charges of ε = 1e-4 sum to 1.0 in nearest-rounded floats, but the float 1e-4 is above 10⁻⁴, so the exact
+    sum is 1 + 4.8·10⁻¹⁷: a bound of 1.0 would be below the truth (and admit a charge past a budget of 1.0)."""
+    import math
+    from fractions import Fraction
+
+    from dpaudit.accounting.basic import sum_rounded_up
+
+    assert math.fsum([1e-4] * 10**4) == 1.0 < Fraction(1e-4) * 10**4  # the drift the nearest rounding hides
+    assert sum_rounded_up([(1e-4, 10**4)]) == math.nextafter(1.0, math.inf)
+    assert sum_rounded_up([(0.1, 10)]) == math.nextafter(1.0, math.inf)
+    assert sum_rounded_up([(0.5, 2), (0.25, 4)]) == 2.0  # exact sums stay exact
+    assert sum_rounded_up([(0.1, 1), (0.2, 1)]) == 0.30000000000000004 >= Fraction(0.1) + Fraction(0.2)
+    assert sum_rounded_up([]) == 0.0
+    assert BasicComposition().epsilon(SelfComposedEvent(event=laplace(1e-4), count=10**4), 0.0) > 1.0

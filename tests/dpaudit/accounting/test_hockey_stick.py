@@ -141,6 +141,43 @@ def test_fft_convolution_is_scipys_including_squares() -> None:
     assert np.array_equal(_fft_convolve(a, a), signal.fftconvolve(a, a.copy()))  # one transform, same result
 
 
+def test_a_convolution_step_is_the_copying_one_and_leaves_its_inputs_alone() -> None:
+    """Each step works in place on its own result (docs/performance.md, "Verify, third round"): the same numbers as
+    subtracting, clipping, trimming and rescaling copies, for the direct sums, the FFT and a squaring, and the
+    operands (which ``_power`` squares again) are never written."""
+    from dpaudit.accounting.hockey_stick import FFT_ERROR_CONSTANT, _convolve, _fft_convolve, _norm, _Tilted
+
+    def copying(a: _Tilted, b: _Tilted) -> _Tilted:  # the step as first written, with copies
+        n = len(a.w) + len(b.w) - 1
+        if min(len(a.w), len(b.w)) <= 64:
+            out = np.convolve(a.w, b.w)
+            bound = 2.0 * n * np.finfo(float).eps * out
+        else:
+            out = _fft_convolve(a.w, b.w)
+            norms = (2.0 * (_norm(a.w) * np.sum(a.w)) if a.w is b.w
+                     else _norm(a.w) * np.sum(b.w) + np.sum(a.w) * _norm(b.w))
+            bound = FFT_ERROR_CONSTANT * np.finfo(float).eps * math.log2(max(n, 2)) * norms
+        out = np.maximum(out - bound, 0.0)
+        keep = np.nonzero(out)[0]
+        out = out[keep[0]:keep[-1] + 1]
+        top = float(out.max())
+        return _Tilted(a.offset + b.offset + int(keep[0]), out / top, a.scale + b.scale + math.log(top))
+
+    rng = np.random.default_rng(11)
+
+    def tilted(size: int) -> _Tilted:  # a peaked law with tails far below the FFT's error bound, so trimming bites
+        w = np.exp(-0.5 * ((np.arange(size) - size / 2) / (size / 24)) ** 2) * rng.uniform(0.5, 1.0, size)
+        return _Tilted(int(rng.integers(-50, 50)), w / w.max(), float(rng.normal()))
+
+    for a, b in [(tilted(40), tilted(3_000)), (tilted(2_000), tilted(5_000)), (tilted(4_000),) * 2]:
+        before = a.w.copy(), b.w.copy()
+        got, want = _convolve(a, b), copying(a, b)
+        assert (got.offset, got.scale) == (want.offset, want.scale)
+        assert np.array_equal(got.w, want.w)
+        assert len(got.w) < len(a.w) + len(b.w) - 1 or min(len(a.w), len(b.w)) <= 64  # the FFT steps trim
+        assert np.array_equal(a.w, before[0]) and np.array_equal(b.w, before[1])
+
+
 @pytest.mark.parametrize("spec", [PureSpec(0.5), PureSpec(0.01, False, 9.75609756097561e-06, 1025),
                                   ApproximateSpec(0.3, 1e-8)])
 def test_every_leaf_but_the_subsampled_gaussians_has_one_law_for_both_directions(spec) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -10,8 +11,10 @@ import pytest
 
 from dpaudit.accounting import BasicComposition, PldAccountant, RdpAccountant
 from dpaudit.accounting import pld as pld_module
+from dpaudit.accounting.base import DeltaUnreachable, OutsideControlledRegime
 from dpaudit.accounting.charges import tally
 from dpaudit.accounting.pld import FIRST_LOSSES, HockeyStick, epsilon_from_pld, self_composed
+from dpaudit.accounting.recheck import recheck
 from dpaudit.budget import BudgetFilter
 from dpaudit.display import show
 from dpaudit.errors import AccountingError, BudgetExceeded, UnsupportedEvent
@@ -107,24 +110,30 @@ def _pool():
 
 def test_incremental_admission_is_the_fold_from_scratch_bit_for_bit():
     """A seeded random session (runs of equal charges, refusals near the budget): every bound the filter computes
-    from its cached fold equals a fresh accountant's fold from scratch exactly, refusals included."""
+    from its cached folds equals a fresh accountant's fold from scratch exactly, refusals included: the coarse
+    grid's reading (the admission bound) where it fits the budget, else the accountant's ε (the smaller of the two
+    grids' readings), which decides."""
     rng = random.Random(0)
     pool = _pool()
     budget = BudgetFilter(1.0, 1e-5, PldAccountant())
-    decisions = 0
+    decisions, by_bound = 0, 0
     for _ in range(60):
         event = pool[rng.randrange(len(pool))] if rng.random() < 0.6 else budget.events[-1] if budget.events \
             else pool[0]
-        fresh = PldAccountant().epsilon(compose([*budget.events, event]), 1e-5)
+        candidate = compose([*budget.events, event])
+        fresh = PldAccountant().epsilon(candidate, 1e-5)
+        coarse, _ = PldAccountant().admission_bound(candidate, 1e-5)
         try:
             admission = budget.admit(event)
         except BudgetExceeded as exc:
             assert fresh > 1.0 and show(fresh) in str(exc)  # the refusal prints the bound rounded up
             continue
-        assert admission.epsilon == fresh
+        assert admission.epsilon == (coarse if coarse <= 1.0 else fresh) and fresh <= admission.epsilon
+        by_bound += coarse <= 1.0
         budget.commit(event, admission)
         decisions += 1
-    assert decisions > 10 and len(budget.events) < 60  # both admissions and refusals were exercised
+    # admissions on the coarse bound, on the accountant (bound over budget) and refusals were all exercised
+    assert decisions > 10 and 0 < by_bound < decisions and len(budget.events) < 60
 
 
 def test_grouping_matters_in_the_last_bits():
@@ -139,14 +148,15 @@ def test_grouping_matters_in_the_last_bits():
 
 def test_a_run_of_equal_charges_composes_once_per_binary_digit(monkeypatch):
     """5000 equal Laplace releases (a long session of one query), folded from scratch (the certificate, verify), cost
-    one composition per binary digit of 5000 after the first (4096 + 512 + 256 + 128 + 8: four), not 4999; the value
-    is the single self-composition's to 10⁻⁷ (both are pessimistic: they cut different tails)."""
+    one composition per binary digit of 5000 after the first (4096 + 512 + 256 + 128 + 8: four) on each of the two
+    grids, not 4999; the value is the single self-composition's to 10⁻⁷ (both are pessimistic: they cut different
+    tails)."""
     calls = []
     original = pld_module.compose
     monkeypatch.setattr(pld_module, "compose", lambda a, b: calls.append(1) or original(a, b))
     release = laplace(0.01)
     value = PldAccountant().epsilon(ComposedEvent(events=(release,) * 5000), 1e-5)
-    assert len(calls) == 4
+    assert len(calls) == 4 * 2
     single = PldAccountant().epsilon(SelfComposedEvent(event=release, count=5000), 1e-5)
     assert value == pytest.approx(single, rel=1e-7)
 
@@ -158,8 +168,9 @@ def test_binary_digits():
 
 def _growing_run(monkeypatch) -> tuple[list[tuple[float, float, int]], int]:
     """A Laplace release, then 37 equal DP-SGD steps charged one at a time, then another Laplace release, with a
-    refused candidate in between: (admitted bound, fresh fold from scratch, compositions of the admission) each, and
-    the FFT self-compositions of the admissions in all."""
+    refused candidate in between: (admitted bound, fresh coarse-grid fold from scratch, compositions of the
+    admission) each, and the FFT self-compositions of the admissions in all (every admission is on the coarse
+    bound: the budget is far)."""
     calls, powers = [], []
     original = pld_module.compose
     monkeypatch.setattr(pld_module, "compose", lambda a, b: calls.append(1) or original(a, b))
@@ -177,7 +188,8 @@ def _growing_run(monkeypatch) -> tuple[list[tuple[float, float, int]], int]:
         admission = budget.admit(event)
         used = len(calls)
         admitted_powers += len(powers) - before
-        out.append((admission.epsilon, PldAccountant().epsilon(compose([*budget.events, event]), 1e-5), used))
+        fresh, _ = PldAccountant().admission_bound(compose([*budget.events, event]), 1e-5)
+        out.append((admission.epsilon, fresh, used))
         budget.commit(event, admission)
     return out, admitted_powers
 
@@ -197,10 +209,12 @@ def test_a_growing_run_costs_one_composition_per_admission(monkeypatch):
 def test_the_growing_run_test_catches_partials_shared_too_far(monkeypatch):
     """The deliberately broken variant (a longer run keeps every partial fold of the shorter one) admits bounds that
     are not the fold from scratch."""
-    def broken(self, items):
+    def broken(self, items, count=1):
         if items != self.run[0]:
-            return pld_module.Fold(self.length + 1, self.pld(), (items, 1))
-        return pld_module.Fold(self.length + 1, self.before, (items, self.run[1] + 1), self._partials)
+            first = pld_module.Fold(self.length + 1, self.pld(), (items, 1), interval=self.interval)
+            return first if count == 1 else broken(first, items, count - 1)
+        return pld_module.Fold(self.length + count, self.before, (items, self.run[1] + count), self._partials,
+                               interval=self.interval)
 
     monkeypatch.setattr(pld_module.Fold, "extended", broken)
     assert any(admitted != fresh for admitted, fresh, _ in _growing_run(monkeypatch)[0])
@@ -235,6 +249,37 @@ def test_a_cached_transform_gives_dp_accountings_composition():
             _assert_same_pld(pld_module.compose(first, second), first.compose(second))
 
 
+def _fold_part_by_part(events, interval=pld_module.VALUE_DISCRETIZATION_INTERVAL) -> pld_module.Fold:
+    """The canonical fold as it was computed before runs were folded by stretches: one ``extended`` per part."""
+    items = [tuple(pld_module.event_counts(e).items()) for e in events]
+    state = pld_module.start_fold(items[0], interval=interval)
+    for tally_items in items[1:]:
+        state = state.extended(tally_items)
+    return state
+
+
+@pytest.mark.parametrize("interval", [pld_module.VALUE_DISCRETIZATION_INTERVAL, pld_module.ADMISSION_INTERVAL])
+def test_a_run_folded_by_stretches_is_the_part_by_part_fold_bit_for_bit(interval):
+    """:class:`~dpaudit.accounting.pld.FoldCache` steps over a stretch of one event object at once
+    (``Fold.extended(items, count)``; verify decodes a ledger's equal charges to one object): the PLD is the
+    part-by-part fold's exactly, whether the parts of a run are one object or equal copies, runs of many lengths
+    (their binary digits), a run resumed from a cached fold, and a stretch that starts a new run."""
+    shared = laplace(0.02)
+    copies = [laplace(0.02) for _ in range(37)]
+    events = (gaussian(20.0, 0.3, 1e-7),) + (shared,) * 37 + (exponential(0.02),) * 5 + (shared,) * 100 + \
+        tuple(copies) + (dpsgd(0.05, 1.5, 3),)
+    expected = _fold_part_by_part(events, interval).pld()
+    _assert_same_pld(pld_module.FoldCache(interval=interval).fold(events).pld(), expected)
+    cache = pld_module.FoldCache(interval=interval)
+    cache.fold(events[:20]).pld()  # resumed mid-run, the next stretch the rest of that run
+    _assert_same_pld(cache.fold(events).pld(), expected)
+    assert cache.fold(events).length == len(events)
+    # the deliberately broken variant of ``extended`` (a longer run keeps every partial of the shorter one) is caught
+    # by test_the_growing_run_test_catches_partials_shared_too_far
+    with pytest.raises(AccountingError, match="at least one part"):
+        pld_module.start_fold(tuple(pld_module.event_counts(shared).items())).extended((), 0)
+
+
 def test_the_pld2_fold_recomputes_a_pld2_claim_bit_for_bit():
     """A certificate closed under ``pld/2`` (a run self-composed in one step) is recomputed by the fold its version
     names, to the last bit of the frozen value the old code computed, and its version string is the old one; the
@@ -250,7 +295,8 @@ def test_the_pld2_fold_recomputes_a_pld2_claim_bit_for_bit():
     (PLD2_VERSION, "pld/2"),
     ("tightest/1 [rdp/1 (opacus 1.6.0, dp-accounting 0.6.0); pld/2 (interval 0.0002, pessimistic, run fold; "
      "dp-accounting 0.6.0); advanced/1 (dpaudit 0.1.0); basic/1 (dpaudit 0.1.0)]", "pld/2"),
-    (PldAccountant().version(), "pld/3"),
+    (PldAccountant("pld/3").version(), "pld/3"),
+    (PldAccountant().version(), "pld/4"),
     (None, pld_module.CURRENT_FOLD),
     ("rdp/1 (opacus 1.6.0, dp-accounting 0.6.0)", pld_module.CURRENT_FOLD),
 ])
@@ -269,3 +315,113 @@ def test_a_version_with_no_fold_here_is_refused_naming_it(recorded, match):
         pld_module.recorded_fold(recorded)
     with pytest.raises(AccountingError, match="pld/7"):
         PldAccountant("pld/7")
+
+
+# --- pld/4: two grids, the coarse one the admission bound ----------------------------------------------------------
+
+#: ε of :func:`pld2_event` at :data:`PLD2_DELTA` as the ``pld/3`` accountant computed it before ``pld/4`` existed,
+#: frozen: the claim a certificate closed under ``pld/3`` carries.
+PLD3_CLAIM = 3.3789996810883953
+PLD3_VERSION = "pld/3 (interval 0.0002, pessimistic, run fold by binary digits; dp-accounting 0.6.0)"
+
+
+def test_the_pld3_fold_recomputes_a_pld3_claim_bit_for_bit():
+    """A certificate closed under ``pld/3`` (one grid) is recomputed by the fold its version names, to the last bit
+    of the frozen value, with the old version string."""
+    old = PldAccountant("pld/3")
+    assert old.epsilon(pld2_event(), PLD2_DELTA) == PLD3_CLAIM
+    assert old.version().split(";")[0] == PLD3_VERSION.split(";")[0] and old.admission_bound(pld2_event(), 1e-8) is None
+    assert pld_module.recorded_fold(PLD3_VERSION) == "pld/3"
+
+
+@pytest.mark.parametrize("event", [
+    pld2_event(), compose([laplace(0.3), gaussian(20.0, 0.3, 1e-7), dpsgd(0.05, 1.5, 3)]), dpsgd(0.01, 1.0, 40)])
+def test_the_pld4_epsilon_is_the_smaller_of_the_two_grid_folds(event):
+    """``pld/4``'s ε is, bit for bit, the smaller of the fine grid's fold (``pld/3``'s value) and the coarse grid's
+    fold (the admission bound); the version names both intervals."""
+    fine = PldAccountant("pld/3").epsilon(event, 1e-6)
+    coarse, source = PldAccountant().admission_bound(event, 1e-6)
+    assert source == "pld" and PldAccountant().epsilon(event, 1e-6) == min(fine, coarse)
+    assert f"intervals 0.0002 and {pld_module.ADMISSION_INTERVAL:g}, the smaller epsilon" in PldAccountant().version()
+    assert pld_module.ADMISSION_INTERVAL == 16 * pld_module.VALUE_DISCRETIZATION_INTERVAL
+
+
+def _random_composition(rng: random.Random, gaussians) -> ComposedEvent:
+    """1-5 leaves of every kind the PLD models, each repeated 1, 2 or 5 times (runs)."""
+    events = []
+    for _ in range(rng.randint(1, 5)):
+        kind = rng.random()
+        leaf = (laplace(10 ** rng.uniform(-2.5, 0)) if kind < 0.3 else exponential(10 ** rng.uniform(-2, 0))
+                if kind < 0.45 else rng.choice(gaussians) if kind < 0.6
+                else dpsgd(10 ** rng.uniform(-3, -0.5), rng.uniform(0.6, 3.0), rng.choice([1, 3, 10])))
+        events += [leaf] * rng.choice([1, 1, 2, 5])
+    return ComposedEvent(events=tuple(events))
+
+
+def _grid_readings(compositions: int) -> list[tuple[float, float, float]]:
+    """(coarse reading, fine reading, ``pld/4`` ε) of seeded random compositions (seed 0) at δ = 10⁻³ and 10⁻⁹."""
+    rng = random.Random(0)
+    gaussians = [gaussian(20.0, 0.3, 1e-7), gaussian(5.0, 1.0, 1e-6)]
+    fine, current = PldAccountant("pld/3"), PldAccountant()
+    out = []
+    for _ in range(compositions):
+        event = _random_composition(rng, gaussians)
+        for delta in (1e-3, 1e-9):
+            out.append((current.admission_bound(event, delta)[0], fine.epsilon(event, delta),
+                        current.epsilon(event, delta)))
+    return out
+
+
+def test_the_coarse_grid_reads_at_least_the_fine_grid():
+    """Seeded sweep (16 compositions of Laplace, exponential, discrete Gaussian and DP-SGD leaves in runs, at two δ):
+    the coarse grid's reading, the admission bound, is never below the fine grid's, so admitting on it never admits a
+    charge the fine grid would refuse, and the certified ε (their minimum) is the fine grid's. Soundness does not rest
+    on this (the certificate takes the minimum, at most the bound by construction); a failure would show the coarse
+    grid to be no admission shortcut. The smallest margin seen over 180 such cases was 7.8·10⁻⁷ (relative 10⁻⁶)."""
+    readings = _grid_readings(16)
+    assert len(readings) == 32
+    assert all(coarse >= fine and certified == fine for coarse, fine, certified in readings)
+
+
+def test_the_grid_sweep_catches_a_second_grid_below_the_fine_one(monkeypatch):
+    """Power: the deliberately broken variant (the second grid half the fine interval instead of 16 times it, so its
+    connect-the-dots reading is tighter) reads below the fine grid in the sweep's first compositions, and the ε then
+    taken is not the fine grid's."""
+    scheme = pld_module.FOLDS["pld/4"]
+    monkeypatch.setitem(pld_module.FOLDS, "pld/4", dataclasses.replace(
+        scheme, intervals=(pld_module.VALUE_DISCRETIZATION_INTERVAL, pld_module.VALUE_DISCRETIZATION_INTERVAL / 2)))
+    readings = _grid_readings(2)
+    assert any(coarse < fine and certified < fine for coarse, fine, certified in readings)
+
+
+def test_a_grid_that_refuses_is_left_out_of_the_smallest_reading():
+    """A grid outside its controlled regime (or whose δ is unreachable) does not answer; the others' smallest reading
+    stands, and only when every grid refuses is the first grid's refusal raised; a NaN on any grid is an error."""
+    def refuse(kind):
+        def read():
+            raise kind(f"refused: {kind.__name__}")
+        return read
+
+    assert pld_module.smallest_reading([refuse(OutsideControlledRegime), lambda: 2.0]) == 2.0
+    assert pld_module.smallest_reading([lambda: 3.0, refuse(DeltaUnreachable), lambda: 2.5]) == 2.5
+    with pytest.raises(OutsideControlledRegime):
+        pld_module.smallest_reading([refuse(OutsideControlledRegime), refuse(DeltaUnreachable)])
+    for readings in ([lambda: 1.0, lambda: math.nan], [lambda: math.nan, lambda: 1.0]):  # min() would hide the first
+        with pytest.raises(AccountingError, match="NaN"):
+            pld_module.smallest_reading(readings)
+
+
+def test_a_claim_below_the_smaller_grid_reading_fails_the_recheck():
+    """Attack: a ``pld/4`` claim forged from a reading below both grids' (the fine fold on a grid half as fine, a
+    tighter number no filter admitted) fails verify's recomputation; the true claim passes; a ``pld/3`` claim under
+    the ``pld/4`` version passes only because it is the fine grid's reading, which ``pld/4`` never exceeds."""
+    event = compose([laplace(0.3)] * 3 + [dpsgd(0.05, 1.5, 1)] * 6)
+    version = PldAccountant().version()
+    claim = PldAccountant().epsilon(event, 1e-6)
+    finer = epsilon_from_pld(pld_module.fold(None, [(spec, k) for spec, k in tally(event)[1].items()], True, 1e-4),
+                             tally(event)[1], 1e-6)
+    assert finer < claim
+    assert recheck("pld", event, 1e-6, claim, version).ok
+    forged = recheck("pld", event, 1e-6, finer, version)
+    assert not forged.ok and "claim" in forged.reason and forged.recomputed == claim
+    assert recheck("pld", event, 1e-6, PldAccountant("pld/3").epsilon(event, 1e-6), version).ok

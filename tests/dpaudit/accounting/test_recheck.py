@@ -151,9 +151,9 @@ def test_without_replacement_claim_is_checked_against_a_realised_lower_bound(mon
 
 @pytest.mark.parametrize("name", ["pld", "tightest"])
 def test_the_recheck_describes_each_charge_once(monkeypatch, name) -> None:
-    """40 separately built charges (as read from a ledger): the tally and the PLD fold of the recomputation share one
-    description of each (they described each twice before); the verdict is the same as with two descriptions (the
-    deliberately broken variant of the count: no kept descriptions)."""
+    """40 separately built charges (as read from a ledger): the tally and the PLD fold of the recomputation (on both
+    grids) share one description of each (they described each three times before); the verdict is the same as with
+    three descriptions (the deliberately broken variant of the count: no kept descriptions)."""
     event = ComposedEvent(events=tuple(laplace(0.01 * (1 + i % 4)) for i in range(40)))
     charges.LAST_TALLY.clear()
     honest = get_accountant(name).epsilon(event, 1e-5)
@@ -166,7 +166,7 @@ def test_the_recheck_describes_each_charge_once(monkeypatch, name) -> None:
     calls.clear()
     monkeypatch.setattr(recheck_module, "descriptions_kept", contextlib.nullcontext)
     charges.LAST_TALLY.clear()
-    assert recheck(name, event, 1e-5, honest) == kept and len(calls) == 80
+    assert recheck(name, event, 1e-5, honest) == kept and len(calls) == 40 * 3  # the tally, the fold on two grids
 
 
 def test_descriptions_are_kept_only_inside_the_block() -> None:

@@ -14,8 +14,9 @@ def test_names_and_default():
     assert isinstance(get_accountant(DEFAULT_ACCOUNTANT), TightestAccountant)
     for name in ACCOUNTANTS:
         acc = get_accountant(name)
-        # pld/3: the canonical fold by binary digits; prv/2: the overflow-safe epsilon sum (docs/accounting.md)
-        version = {"pld": 3, "prv": 2}.get(name, 1)
+        # pld/4: the canonical fold by binary digits on two grids; prv/2: the overflow-safe epsilon sum
+        # (docs/accounting.md)
+        version = {"pld": 4, "prv": 2}.get(name, 1)
         assert acc.name == name and acc.version().startswith(f"{name}/{version}")
 
 
