@@ -19,7 +19,11 @@ Mahloujifar, Melis & Chaudhuri 2025):
 4. Both tests of :func:`~dpaudit.audit.guesses.sweep_bounds` on a Bonferroni-corrected sweep of guess rules; the
    f-DP test against the Poisson-subsampled-Gaussian curves for the run's own q and N
    (:class:`~dpaudit.audit.tradeoff.SubsampledGaussianFamily`); the claim is the run's certified ε at δ
-   (the session's accountant on the charged event).
+   (the session's accountant on the charged event). Beside them, labelled as such, the last-iterate HEURISTIC ε
+   of Steinke et al. 2024 for the run's (q, N, σ) (:mod:`dpaudit.audit.last_iterate`); never in the verdict.
+
+Steps 1 and 4 (:func:`commit_design`, :func:`finish_audit`) are shared with the black-box input canaries of
+:mod:`dpaudit.audit.blackbox`.
 
 Only plain SGD is audited this way: with Adam the update of a coordinate is not the sum of its noisy gradients.
 """
@@ -27,27 +31,36 @@ Only plain SGD is audited this way: with Adam the update of a coordinate is not 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from dpaudit.audit.evidence import MAX_LEVEL, commit, record_evidence
-from dpaudit.audit.guesses import default_rules, sweep_bounds
-from dpaudit.audit.mechanism import AuditReport, MechanismAudit, _ceilings, membership, per_test_level
+from dpaudit.audit.evidence import DIRAC, check_level, commit, record_evidence, subsampled_design
+from dpaudit.audit.guesses import default_rules
+from dpaudit.audit.last_iterate import last_iterate_epsilon
+from dpaudit.audit.mechanism import AuditReport, MechanismAudit, membership, report_of
 from dpaudit.audit.tradeoff import SubsampledGaussianFamily
 from dpaudit.errors import InvalidParameter
 from dpaudit.tuning.seeds import draw_seed
-from dpaudit.tuning.training import SamplingPlan, TrainResult, dp_sgd_event, train_private
+from dpaudit.tuning.training import (
+    SamplingPlan,
+    TrainResult,
+    check_add_remove,
+    check_per_example,
+    dp_sgd_event,
+    train_private,
+)
 from dpaudit.validation import check_count, check_delta, check_positive
 
 if TYPE_CHECKING:
+    from dpaudit.audit.blackbox import BlackBoxAuditResult
     from dpaudit.mechanisms.randomness import RandomSource
     from dpaudit.plugin_session import PluginSession
 
 #: how the evidence names this kind of audit
-KIND = "dpsgd-dirac-canaries"
+KIND = DIRAC
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,6 +175,54 @@ class DpSgdAuditResult:
     sampled: np.ndarray = field(repr=False)
 
 
+def planned_audit(session: PluginSession, model: nn.Module, plan: SamplingPlan, *, canaries: int, lr: float,
+                  noise_multiplier: float, max_grad_norm: float, delta: float, level: float,
+                  label: str) -> MechanismAudit:
+    """The audit of a planned DP-SGD run against its certified ε at δ, all of it checked from the plan before the
+    commitment is written or the run charged (a bad option then leaves nothing in the ledger).
+
+    Raises:
+        InvalidParameter: a bad δ, level, learning rate, σ or C.
+        PluginError: the session is not add/remove, or the model mixes examples.
+        AccountingError: the accountant cannot bound the planned run at δ.
+    """
+    delta = check_delta(delta, allow_zero=False)
+    check_positive("lr", lr)
+    check_add_remove(session)
+    check_per_example(model)
+    event = dp_sgd_event(plan, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, label=label)
+    return MechanismAudit(canaries, session.accountant.epsilon(event, delta), delta, level=check_level(level),
+                          family=SubsampledGaussianFamily(plan.sample_rate, plan.steps), rules=default_rules(canaries))
+
+
+def commit_design(session: PluginSession, kind: str, members: np.ndarray, canaries: dict[str, Any],
+                  plan: SamplingPlan, *, level: float, delta: float) -> tuple[str, dict[str, Any]]:
+    """Write the commitment to a DP-SGD audit's design (before the run is charged): (commitment, design fields)."""
+    design = subsampled_design(canaries, plan.sample_rate, plan.steps)
+    commitment = commit(kind, members, rules=default_rules(len(members)), level=level, delta=delta, **design)
+    session.record_info({"audit_commitment": commitment})
+    return commitment, design
+
+
+def finish_audit(session: PluginSession, kind: str, audit: MechanismAudit, *, commitment: str, design: dict[str, Any],
+                 plan: SamplingPlan, train: TrainResult, members: np.ndarray, scores: np.ndarray,
+                 noise_multiplier: float) -> AuditReport:
+    """Both tests on a finished DP-SGD audit run against its certified ε (``audit``, :func:`planned_audit`), the
+    last-iterate heuristic beside them, and the evidence written to the ledger (module docstring, step 4).
+
+    Raises:
+        InvalidParameter: the run charged another (q, N) than the committed one.
+    """
+    if (train.sample_rate, train.planned_steps) != (plan.sample_rate, plan.steps):
+        raise InvalidParameter(f"the run charged (q={train.sample_rate}, N={train.planned_steps}), not the committed "
+                               f"(q={plan.sample_rate}, N={plan.steps})")
+    report = report_of(audit, members, scores, session.rng.describe(),
+                       last_iterate_epsilon(plan.sample_rate, plan.steps, noise_multiplier, audit.delta))
+    record_evidence(session, kind, charge_seq=train.charge_seq, commitment=commitment, report=report, members=members,
+                    scores=scores, design=design)
+    return report
+
+
 def audit_dpsgd(session: PluginSession, model: nn.Module, X: np.ndarray, y: np.ndarray, *, canaries: int, lr: float,
                 epochs: int, batch_size: int, max_grad_norm: float, noise_multiplier: float, delta: float,
                 level: float = 0.05, label: str = "white-box audit run") -> DpSgdAuditResult:
@@ -174,77 +235,74 @@ def audit_dpsgd(session: PluginSession, model: nn.Module, X: np.ndarray, y: np.n
         canaries: m (at most the number of trainable parameters).
         lr, epochs, batch_size, max_grad_norm, noise_multiplier: the DP-SGD run (plain SGD).
         delta: the δ of the certified ε and of both tests.
-        level: the verdict's significance level, at most 0.05 (each test runs at half of it).
+        level: the verdict's significance level, in [0.001, 0.05] (each test runs at half of it).
         label: public description of the charged event.
 
     Raises:
-        InvalidParameter: bad parameters, or more canaries than parameters.
+        InvalidParameter: bad parameters, or more canaries than parameters (nothing is written).
         BudgetExceeded: the session cannot pay for the run (nothing is trained, the commitment is written).
     """
-    delta = check_delta(delta, allow_zero=False)
-    if not 0 < level <= MAX_LEVEL:
-        raise InvalidParameter(f"level must lie in (0, {MAX_LEVEL}] (what verify accepts), got {level!r}")
     n_parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
     plan = sampling_plan(len(X), batch_size, epochs)
+    audit = planned_audit(session, model, plan, canaries=canaries, lr=lr, noise_multiplier=noise_multiplier,
+                          max_grad_norm=max_grad_norm, delta=delta, level=level, label=label)
     drawn = draw_canaries(canaries, n_parameters, max_grad_norm, session.rng)
-    rules = default_rules(canaries)
-    commitment = commit(KIND, drawn.coordinates, drawn.members, rules=rules, level=level, delta=delta,
-                        sample_rate=plan.sample_rate, steps=plan.steps)
-    session.record_info({"audit_commitment": commitment})
+    commitment, design = commit_design(session, KIND, drawn.members,
+                                       {"coordinates": [int(c) for c in drawn.coordinates]}, plan,
+                                       level=audit.level, delta=audit.delta)
     injector = CanaryInjector(drawn, plan.sample_rate,
                               torch.Generator(device="cpu").manual_seed(draw_seed(session.rng)))
     initial = flat_parameters(model)
     train = train_private(session, model, X, y, optimizer="sgd", lr=lr, epochs=epochs, batch_size=batch_size,
                           max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier, label=label,
                           inject=injector)
-    if (train.sample_rate, train.planned_steps) != (plan.sample_rate, plan.steps):
-        raise InvalidParameter(f"the run charged (q={train.sample_rate}, N={train.planned_steps}), not the committed "
-                               f"(q={plan.sample_rate}, N={plan.steps})")
     scores = dirac_scores(initial, flat_parameters(train.model), drawn)
-    event = dp_sgd_event(plan, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, label=label)
-    design = MechanismAudit(canaries, session.accountant.epsilon(event, delta), delta, level=level,
-                            family=SubsampledGaussianFamily(plan.sample_rate, plan.steps), rules=rules)
-    steinke, fdp = sweep_bounds(scores, drawn.members, rules, delta=delta, family=design.family,
-                                level=per_test_level(level))
-    top_steinke, top_fdp = _ceilings(canaries, design.rules, delta, design.family, level)
-    report = AuditReport(design, steinke, fdp, top_steinke, top_fdp, session.rng.describe())
-    record_evidence(session, KIND, charge_seq=train.charge_seq, commitment=commitment, report=report,
-                    coordinates=drawn.coordinates, members=drawn.members, scores=scores,
-                    sample_rate=plan.sample_rate, steps=plan.steps)
+    report = finish_audit(session, KIND, audit, commitment=commitment, design=design, plan=plan, train=train,
+                          members=drawn.members, scores=scores, noise_multiplier=noise_multiplier)
     return DpSgdAuditResult(report, train, drawn, scores, injector.sampled)
-
 
 
 #: shipped data sets ``dpaudit audit dpsgd`` trains on (their ``-train`` part, protected), labels binarised
 SHIPPED = ("digits", "mnist-5000")
+#: canary types of ``dpaudit audit dpsgd --canary-type``: white-box gradients, black-box input examples
+CANARY_TYPES = ("dirac", "input")
 
 
 def audit_shipped(session: PluginSession, dataset: str, *, target_epsilon: float, delta: float, canaries: int,
                   hidden: int, batch_size: int, epochs: int, lr: float, max_grad_norm: float = 1.0,
-                  level: float = 0.05) -> DpSgdAuditResult:
-    """:func:`audit_dpsgd` of a one-hidden-layer MLP on a shipped data set, σ calibrated to ``target_epsilon``.
+                  level: float = 0.05, canary_type: str = "dirac") -> DpSgdAuditResult | BlackBoxAuditResult:
+    """:func:`audit_dpsgd` (``canary_type="dirac"``) or :func:`~dpaudit.audit.blackbox.audit_dpsgd_blackbox`
+    (``"input"``) of a one-hidden-layer MLP on a shipped data set, σ calibrated to ``target_epsilon``.
 
     The label is the public rule "digit ≥ 5"; the initial model is seeded from the session's randomness (it is
-    public: the scores are differences from it); σ is the smallest found whose certified ε at ``delta`` is at most
-    ``target_epsilon`` (:func:`~dpaudit.tuning.training.calibrate_noise_multiplier`).
+    public: the white-box scores are differences from it); σ is the smallest found whose certified ε at ``delta``
+    is at most ``target_epsilon`` (:func:`~dpaudit.tuning.training.calibrate_noise_multiplier`) for the run's own
+    (q, N): over the n real records (white-box), over the n + m records and canaries whatever the bits (input).
 
     Raises:
-        InvalidParameter: an unknown data set or bad parameters.
+        InvalidParameter: an unknown data set or canary type, or bad parameters.
         PluginError: the session does not protect ``<dataset>-train``.
     """
+    from dpaudit.audit.blackbox import audit_dpsgd_blackbox
     from dpaudit.data.access import require_data
     from dpaudit.tuning.models import seeded_model
     from dpaudit.tuning.training import calibrate_noise_multiplier
 
     if dataset not in SHIPPED:
         raise InvalidParameter(f"unknown data set {dataset!r}; choose one of {SHIPPED}")
+    if canary_type not in CANARY_TYPES:
+        raise InvalidParameter(f"unknown canary type {canary_type!r}; choose one of {CANARY_TYPES}")
     require_data(session, protected=(f"{dataset}-train",), public=())
     data = session.data(f"{dataset}-train")
     X, y = np.asarray(data.X, dtype=np.float32), (np.asarray(data.y) >= 5).astype(np.float32)
-    plan = sampling_plan(len(X), batch_size, epochs)
-    sigma, _ = calibrate_noise_multiplier(plan, target_epsilon=target_epsilon, delta=delta,
-                                          accountant=session.accountant, max_grad_norm=max_grad_norm)
     model = seeded_model("mlp", X.shape[1], hidden, draw_seed(session.rng))
-    return audit_dpsgd(session, model, X, y, canaries=canaries, lr=lr, epochs=epochs, batch_size=batch_size,
-                       max_grad_norm=max_grad_norm, noise_multiplier=sigma, delta=delta, level=level,
+    run = {"lr": lr, "epochs": epochs, "batch_size": batch_size, "max_grad_norm": max_grad_norm, "delta": delta,
+           "level": level}
+    if canary_type == "input":
+        return audit_dpsgd_blackbox(session, model, X, y, canaries=canaries, noise_multiplier=None,
+                                    target_epsilon=target_epsilon, **run,
+                                    label=f"black-box audit run: MLP({hidden}) on {dataset}-train")
+    sigma, _ = calibrate_noise_multiplier(sampling_plan(len(X), batch_size, epochs), target_epsilon=target_epsilon,
+                                          delta=delta, accountant=session.accountant, max_grad_norm=max_grad_norm)
+    return audit_dpsgd(session, model, X, y, canaries=canaries, noise_multiplier=sigma, **run,
                        label=f"white-box audit run: MLP({hidden}) on {dataset}-train")

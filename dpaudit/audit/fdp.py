@@ -21,7 +21,7 @@ with :class:`~dpaudit.audit.tradeoff.ApproxDpFamily` it needs no such assumption
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from dpaudit.audit.steinke import SLACK, GuessCounts
 from dpaudit.audit.tradeoff import Family, GaussianCurve, ProfileCurve
@@ -55,6 +55,28 @@ def fdp_rejects(curve: GaussianCurve | ProfileCurve, counts: GuessCounts, level:
     return r + h > (k / m) * (1.0 + SLACK)
 
 
+def largest_rejected(rejects: Callable[[float], bool], theta_max: float) -> float:
+    """The largest leakage θ in [0, ``theta_max``] that ``rejects`` (monotone: rejections form an interval [0, θ*)).
+
+    Bisected to :data:`THETA_TOLERANCE` (relative); the lower end, a θ at which ``rejects`` returned True, is
+    returned, so rounding can only lower it. 0 when θ = 0 is not rejected.
+    """
+    if not rejects(0.0):
+        return 0.0
+    lo, hi = 0.0, min(1.0, theta_max)
+    while rejects(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > theta_max:
+            return lo
+    while hi - lo > THETA_TOLERANCE * max(hi, 1e-3):
+        mid = 0.5 * (lo + hi)
+        if rejects(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def fdp_theta(family: Family, outcomes: Sequence[GuessCounts], level: float) -> tuple[float, int | None]:
     """The largest leakage θ of ``family`` that some outcome rejects at ``level`` (module docstring).
 
@@ -68,20 +90,8 @@ def fdp_theta(family: Family, outcomes: Sequence[GuessCounts], level: float) -> 
         curve = family.curve(theta)
         return next((i for i, counts in enumerate(outcomes) if fdp_rejects(curve, counts, level)), None)
 
-    if rejecting(0.0) is None:
-        return 0.0, None
-    lo, hi = 0.0, min(1.0, family.theta_max)
-    while rejecting(hi) is not None:
-        lo, hi = hi, 2.0 * hi
-        if hi > family.theta_max:
-            return lo, rejecting(lo)
-    while hi - lo > THETA_TOLERANCE * max(hi, 1e-3):
-        mid = 0.5 * (lo + hi)
-        if rejecting(mid) is not None:
-            lo = mid
-        else:
-            hi = mid
-    return lo, rejecting(lo)
+    theta = largest_rejected(lambda t: rejecting(t) is not None, family.theta_max)
+    return theta, rejecting(theta)
 
 
 def fdp_epsilon(family: Family, counts: GuessCounts, delta: float, level: float = 0.05) -> float:

@@ -33,7 +33,7 @@ from dpaudit.audit.tradeoff import ApproxDpFamily, Family, GaussianFamily
 from dpaudit.display import show, show_delta, show_lower
 from dpaudit.errors import InvalidParameter
 from dpaudit.mechanisms.randomness import RandomSource, SecureRandom
-from dpaudit.validation import check_count, check_delta, check_epsilon
+from dpaudit.validation import check_count, check_delta, check_nonnegative
 
 #: the tests whose rejections the verdict combines (Steinke et al. and f-DP): each runs at level / TESTS
 TESTS = 2
@@ -70,7 +70,7 @@ class MechanismAudit:
 
     Attributes:
         canaries: m.
-        claimed_epsilon: the ε the mechanism claims at ``delta``.
+        claimed_epsilon: the ε ≥ 0 the mechanism claims at ``delta``.
         delta: the δ of the claim (and of both tests' ε).
         level: overall significance level of the verdict; each test runs at ``level / 2`` (:func:`per_test_level`).
         family: the f-DP family the f-DP test's ε assumes (:mod:`dpaudit.audit.tradeoff`); None: the (ε, δ)-DP
@@ -88,7 +88,7 @@ class MechanismAudit:
 
     def __post_init__(self) -> None:
         check_count("canaries", self.canaries)
-        check_epsilon(self.claimed_epsilon, "claimed_epsilon")
+        check_nonnegative("claimed_epsilon", self.claimed_epsilon)  # ε = 0: refuted by any ε_lb > 0
         check_delta(self.delta, allow_zero=False)
         if not 0 < self.level < 1:
             raise InvalidParameter(f"level must lie in (0, 1), got {self.level!r}")
@@ -103,7 +103,11 @@ class MechanismAudit:
 
 @dataclass(frozen=True)
 class AuditReport:
-    """Both tests' ε_lb beside the claim, and each test's ceiling for this m (every guess correct)."""
+    """Both tests' ε_lb beside the claim, and each test's ceiling for this m (every guess correct).
+
+    ``last_iterate`` (DP-SGD audits only): the last-iterate HEURISTIC ε of Steinke et al. 2024 for the run's q, N and
+    σ at δ (:mod:`dpaudit.audit.last_iterate`), shown beside the bounds and never part of the verdict.
+    """
 
     audit: MechanismAudit
     steinke: SweepBound
@@ -111,6 +115,7 @@ class AuditReport:
     ceiling_steinke: float
     ceiling_fdp: float
     randomness: dict[str, Any]
+    last_iterate: float | None = None
 
     @property
     def refuted(self) -> bool:
@@ -126,6 +131,9 @@ class AuditReport:
                 f"epsilon_lb Steinke={show_lower(self.steinke.epsilon)} (ceiling {show_lower(self.ceiling_steinke)}), "
                 f"f-DP={show_lower(self.fdp.epsilon)} (ceiling {show_lower(self.ceiling_fdp)}, "
                 f"assumes {self.fdp.assumes})")
+        if self.last_iterate is not None:
+            head += (f"; last-iterate heuristic epsilon={show(self.last_iterate)} (Steinke et al. 2024, exact for "
+                     "linear losses only: a heuristic, not a bound in either direction)")
         if self.refuted:
             return f"{head}: CLAIM REFUTED (leakage above the claimed epsilon)"
         return f"{head}: no detectable leakage above the claim (an audit cannot show a mechanism is private)"
@@ -144,9 +152,34 @@ def membership(canaries: int, rng: RandomSource) -> np.ndarray:
     return (rng.words(check_count("canaries", canaries)) & 1).astype(bool)
 
 
+def run_scores(run: Callable[[np.ndarray], Any], members: np.ndarray) -> np.ndarray:
+    """``run`` on the canary data set x (float 0/1 vector of ``members``), checked to return one finite score each.
+
+    Raises:
+        InvalidParameter: ``run`` did not return m finite scores.
+    """
+    scores = np.asarray(run(members.astype(float)), dtype=float)
+    if scores.shape != members.shape or not np.all(np.isfinite(scores)):
+        raise InvalidParameter(f"the mechanism must return {len(members)} finite scores, got shape {scores.shape}")
+    return scores
+
+
+def report_of(audit: MechanismAudit, members: np.ndarray, scores: np.ndarray, randomness: dict[str, Any],
+              last_iterate: float | None = None) -> AuditReport:
+    """Both tests (each at :func:`per_test_level`) on the scores and bits of a finished audit run, with the
+    ceilings of its design."""
+    steinke, fdp = sweep_bounds(scores, members, audit.rules, delta=audit.delta, family=audit.family,
+                                level=per_test_level(audit.level))
+    top_steinke, top_fdp = _ceilings(audit.canaries, audit.rules, audit.delta, audit.family, audit.level)
+    return AuditReport(audit, steinke, fdp, top_steinke, top_fdp, randomness, last_iterate)
+
+
 def audit_mechanism(run: Callable[[np.ndarray], Any], audit: MechanismAudit,
                     rng: RandomSource | None = None) -> AuditReport:
     """Run ``run`` once on a random canary set and audit its scores with both tests (module docstring).
+
+    Nothing is written to a ledger: :func:`dpaudit.audit.in_session.audit_in_session` audits a session's release
+    and commits its design and evidence there.
 
     Args:
         run: canary data set x ∈ {0, 1}^m (float) → one score per canary (higher = more likely included).
@@ -158,10 +191,4 @@ def audit_mechanism(run: Callable[[np.ndarray], Any], audit: MechanismAudit,
     """
     rng = SecureRandom() if rng is None else rng
     members = membership(audit.canaries, rng)
-    scores = np.asarray(run(members.astype(float)), dtype=float)
-    if scores.shape != (audit.canaries,) or not np.all(np.isfinite(scores)):
-        raise InvalidParameter(f"the mechanism must return {audit.canaries} finite scores, got shape {scores.shape}")
-    steinke, fdp = sweep_bounds(scores, members, audit.rules, delta=audit.delta, family=audit.family,
-                                level=per_test_level(audit.level))
-    top_steinke, top_fdp = _ceilings(audit.canaries, audit.rules, audit.delta, audit.family, audit.level)
-    return AuditReport(audit, steinke, fdp, top_steinke, top_fdp, rng.describe())
+    return report_of(audit, members, run_scores(run, members), rng.describe())

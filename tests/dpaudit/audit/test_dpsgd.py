@@ -18,6 +18,7 @@ from scipy import stats
 from dpaudit.audit import dpsgd
 from dpaudit.audit.dpsgd import CanaryInjector, DiracCanaries, audit_dpsgd, draw_canaries
 from dpaudit.audit.evidence import audit_problems, audits
+from dpaudit.audit.tradeoff import GaussianFamily
 from dpaudit.certificate import charged_events
 from dpaudit.errors import InvalidParameter
 from dpaudit.ledger import read_records
@@ -126,11 +127,16 @@ def test_honest_run_is_not_refuted_and_verify_recomputes_its_evidence(make_sessi
     assert any(c.name == "audit" and c.ok for c in verdict.checks)
     audited = next(q for q in build_report(session.run_dir)["summary"] if q["question"] == "Was the guarantee audited?")
     assert f"Steinke et al. ε_lb = {math.floor(report.steinke.epsilon * 1000) / 1000:.3f}" in audited["statements"][0]
+    # the last-iterate heuristic (q = 1, N = 1: the Gaussian mechanism at μ = 1/σ) beside the bounds, labelled
+    assert report.last_iterate == pytest.approx(GaussianFamily().epsilon(1 / 5.0, 1e-5), rel=1e-6)
+    assert "last-iterate heuristic epsilon=" in report.statement()
+    assert "last-iterate heuristic ε = " in audited["statements"][0] and "not a bound" in audited["statements"][0]
 
     records, problems = read_records(session.ledger_path)
     assert not problems
     charges = charged_events(records)
-    assert audit_problems(records, charges) == ([], 1)
+    problems, line = audit_problems(records, charges)
+    assert problems == [] and line.startswith("1 audit: level 0.05; committed design")
     (seq, evidence), = audits(records)
     at = next(i for i, r in enumerate(records) if r.seq == seq)
 
@@ -152,6 +158,9 @@ def test_honest_run_is_not_refuted_and_verify_recomputes_its_evidence(make_sessi
     assert any("match a commitment" in p for p in forged(delta=0.1))
     assert any("epsilon_cert recorded" in p for p in forged(epsilon_cert=0.1))
     assert any("not the run's family" in p for p in forged(fdp_assumes="gaussian (mu-GDP)"))
+    heuristic = evidence["epsilon_last_iterate_heuristic"]
+    assert any("epsilon_last_iterate_heuristic recorded" in p
+               for p in forged(epsilon_last_iterate_heuristic=heuristic * (1 + 1e-4)))
     # a coordinate beyond int64 or a non-list is reported, never an uncaught OverflowError / TypeError
     assert any("malformed" in p for p in forged(coordinates=[2**63, *evidence["coordinates"][1:]]))
     assert any("malformed" in p for p in forged(coordinates=None, rules="x"))
@@ -215,3 +224,32 @@ def test_oversized_canaries_are_clipped_like_examples(make_session, monkeypatch)
     _, result = _audit(make_session, seed=5)
     assert result.canaries.magnitude == 8.0
     assert not result.report.refuted
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"lr": -1.0}, "lr must be"), ({"level": 0.0005}, "level must lie in"), ({"delta": 0.0}, "delta must lie in"),
+    ({"noise_multiplier": 0.0}, "noise_multiplier"),
+])
+def test_bad_options_are_refused_before_the_commitment(make_session, change, message):
+    """Everything the plan fixes is checked before anything is written (the old code wrote the commitment, then
+    refused a bad learning rate: an orphaned commitment)."""
+    session = make_session(epsilon=3.0, delta=1e-5, protected=("digits-train",))
+    view = session.for_plugin("dpaudit-audit", "0")
+    X, y = _digits(view, 64)
+    run = {"canaries": 10, "lr": 0.5, "epochs": 1, "batch_size": 64, "max_grad_norm": 1.0, "noise_multiplier": 5.0,
+           "delta": 1e-5, **change}
+    with pytest.raises(InvalidParameter, match=message):
+        audit_dpsgd(view, seeded_model("mlp", X.shape[1], 8, 0), X, y, **run)
+    written = [r.type for r in read_records(session.ledger_path)[0]]
+    assert written == ["open", "info"]                      # the data access only: no commitment, no charge
+    session.close()
+
+
+def test_a_run_certified_at_epsilon_0_is_audited_and_verifies(make_session):
+    """σ = 10⁶, one full-batch step: the accountant certifies ε = 0 at δ = 10⁻⁵ (δ(0) ≈ 4·10⁻⁷ for μ = 10⁻⁶). The
+    old code refused ε_cert = 0 after the charge (exit 2 from the CLI, an orphaned commitment); a claim of ε = 0 is
+    refuted by any ε_lb > 0 and otherwise stands."""
+    session, result = _audit(make_session, seed=3, noise_multiplier=1e6, canaries=50)
+    assert result.report.audit.claimed_epsilon == 0.0 and not result.report.refuted
+    verdict = verify_bundle(session.run_dir, allow_not_for_release=True)
+    assert verdict.valid, verdict.reasons

@@ -6,6 +6,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from dpaudit.audit import GaussianFamily
+
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
 
 
@@ -25,6 +27,7 @@ def test_idealised_row_at_toy_size(monkeypatch, tmp_path):
     row = idealised.reproduce(0.5, 2000, 2)
     assert 0 < row.steinke[0] <= row.theory and 0 < row.fdp[0] <= row.theory
     assert row.steinke_bonferroni[0] <= row.steinke_uncorrected[0]
+    assert 0 < row.order[0] <= row.theory and row.fdp_tutorial_max[0] > 0
     idealised.write([row])
     assert "| 0.5 | 2e+03 | 2 |" in (tmp_path / "audit-idealised.md").read_text()
 
@@ -36,3 +39,14 @@ def test_mechanism_settings_at_toy_size(monkeypatch, tmp_path):
     assert set(null) >= {"steinke", "fdp_gaussian", "fdp_free", "steinke_uncorrected"}
     assert mechanism.broken_setting(2)["steinke_refuted"] == 1.0
     assert mechanism.session_setting(1)["steinke_refuted"] == 0.0
+
+
+def test_dpsgd_protocols_at_toy_size(monkeypatch, tmp_path):
+    """Toy size, and the Gaussian family in place of the subsampled one (whose PLDs dominate the cost)."""
+    protocols = load("audit_dpsgd_protocols", monkeypatch)
+    for name, value in (("M", 400), ("PILOT", 1), ("SETTINGS", ((4.0, 0.5),)), ("OUT", tmp_path),
+                        ("family", GaussianFamily)):
+        monkeypatch.setattr(protocols, name, value)
+    protocols.main(["--seeds", "1"])
+    table = (tmp_path / "audit-dpsgd-protocols.md").read_text()
+    assert all(f"| 4.0 | 0.5 | {name} |" in table for name in protocols.PROTOCOLS)

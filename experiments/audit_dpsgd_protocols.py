@@ -1,0 +1,129 @@
+"""How the choice of k moves the f-DP / Steinke ratio of the white-box DP-SGD audit, on simulated scores.
+
+Scores of the white-box ("Dirac") canaries without interference, as in docs/audit.md's "idealised" column:
+C·Bin(N, q)·x_i + N(0, σ²C²N), C = 1, m = 5,000, q = 0.4997, N = 10 (the default `dpaudit audit dpsgd` design),
+σ = 1.984 (ε_cert = 3.997) and 1.203 (ε_cert = 7.968), δ = 1e-5, each test at level 0.025 (a 95% verdict over
+both tests). Both tests as in the audit: Steinke et al.'s and Mahloujifar et al.'s against
+``SubsampledGaussianFamily(q, N)``. Three ways of choosing the number of guesses k:
+
+* **Bonferroni** (what the audit does): the 12 default rules, each at 0.025/12.
+* **held-out split**: a random half of the canaries (independent of the bits) picks each test's rule from the
+  default rules for m/2 (the Steinke rule by its ε_lb, the f-DP rule by its ε_lb in the Gaussian family, a fast
+  proxy); the other half tests it once at 0.025. Valid when the two halves' scores are independent (here, by
+  construction; in a real run interference couples them, so it is not offered by the audit).
+* **pre-registered from the design**: before the run, the rule with the largest mean ε_lb over 10 simulated runs
+  of the *claimed* mechanism (other seeds; f-DP by the Gaussian proxy) is fixed for each test, then tested once at
+  0.025 on all m canaries. Valid for any mechanism: k depends on the public design only.
+
+Run: ``.venv/bin/python experiments/audit_dpsgd_protocols.py [--seeds 5]`` (about 10 minutes on 2 busy cores).
+Writes docs/experiments/audit-dpsgd-protocols.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from dpaudit.audit import (
+    GaussianFamily,
+    GuessRule,
+    SubsampledGaussianFamily,
+    default_rules,
+    fdp_epsilon,
+    outcomes,
+    steinke_epsilon,
+    sweep_bounds,
+)
+from dpaudit.audit.mechanism import per_test_level
+
+M, STEPS, RATE, DELTA = 5000, 10, 0.4997, 1e-5
+LEVEL = per_test_level(0.05)
+PILOT = 10
+#: (ε_cert, σ) of the default design, from docs/audit.md's measured table
+SETTINGS = ((3.997, 1.984), (7.968, 1.203))
+PROTOCOLS = ("bonferroni", "split", "design")
+OUT = Path(__file__).resolve().parent.parent / "docs" / "experiments"
+
+
+def family() -> SubsampledGaussianFamily:
+    """The f-DP test's family: the Poisson-subsampled Gaussian at the design's (q, N)."""
+    return SubsampledGaussianFamily(RATE, STEPS)
+
+
+def draw(sigma: float, seed: int, canaries: int = M) -> tuple[np.ndarray, np.ndarray]:
+    """Scores C·Bin(N, q)·x + N(0, σ²C²N) (C = 1) and the membership bits."""
+    rng = np.random.default_rng(seed)
+    members = rng.integers(0, 2, canaries).astype(bool)
+    return rng.binomial(STEPS, RATE, canaries) * members + rng.normal(0.0, sigma * np.sqrt(STEPS), canaries), members
+
+
+def best_rules(scores: np.ndarray, members: np.ndarray, rules: tuple[GuessRule, ...],
+               totals: np.ndarray | None = None) -> np.ndarray:
+    """Per rule: (Steinke ε_lb, Gaussian-family f-DP ε_lb) at the per-test level, added to ``totals``."""
+    values = np.array([[steinke_epsilon(c, DELTA, LEVEL), fdp_epsilon(GaussianFamily(), c, DELTA, LEVEL)]
+                       for c in outcomes(scores, members, rules)]).T
+    return values if totals is None else totals + values
+
+
+def pre_register(sigma: float) -> tuple[GuessRule, GuessRule]:
+    """Each test's rule from :data:`PILOT` simulations of the claimed mechanism (seeds 10⁷ + i)."""
+    rules = default_rules(M)
+    totals = np.zeros((2, len(rules)))
+    for i in range(PILOT):
+        totals = best_rules(*draw(sigma, 10**7 + i), rules, totals)
+    return rules[int(np.argmax(totals[0]))], rules[int(np.argmax(totals[1]))]
+
+
+def one_rule(scores: np.ndarray, members: np.ndarray, steinke_rule: GuessRule,
+             fdp_rule: GuessRule) -> tuple[float, float]:
+    """Both tests, each once at the full per-test level, on its own rule."""
+    for_steinke, for_fdp = outcomes(scores, members, [steinke_rule, fdp_rule])
+    return steinke_epsilon(for_steinke, DELTA, LEVEL), fdp_epsilon(family(), for_fdp, DELTA, LEVEL)
+
+
+def run(sigma: float, seed: int, design: tuple[GuessRule, GuessRule]) -> dict[str, tuple[float, float]]:
+    """(Steinke ε_lb, f-DP ε_lb) of each protocol on one simulated run."""
+    scores, members = draw(sigma, seed)
+    steinke, fdp = sweep_bounds(scores, members, default_rules(M), delta=DELTA, family=family(), level=LEVEL)
+    half = np.random.default_rng(10**6 + seed).permutation(M)
+    choose, test = half[: M // 2], half[M // 2:]
+    rules = default_rules(M // 2)
+    values = best_rules(scores[choose], members[choose], rules)
+    split = one_rule(scores[test], members[test], rules[int(np.argmax(values[0]))], rules[int(np.argmax(values[1]))])
+    return {"bonferroni": (steinke.epsilon, fdp.epsilon), "split": split, "design": one_rule(scores, members, *design)}
+
+
+def summary(pairs: list[tuple[float, float]]) -> str:
+    """Mean Steinke, mean f-DP, ratio of means and the per-run ratios' range."""
+    steinke, fdp = (statistics.fmean(p[i] for p in pairs) for i in (0, 1))
+    ratios = [f / s for s, f in pairs if s > 0]
+    return f"{steinke:.2f} | {fdp:.2f} | {fdp / steinke:.2f} | {min(ratios):.2f}–{max(ratios):.2f}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5, help="simulated runs per setting (default 5)")
+    args = parser.parse_args(argv)
+    lines = ["# White-box DP-SGD audit: choosing k, on simulated scores without interference", "",
+             "Generated by `experiments/audit_dpsgd_protocols.py` (setting and protocols in its docstring). m = 5,000,",
+             f"q = {RATE}, N = {STEPS}, δ = 1e-5, each test at level 0.025; seeds 0..{args.seeds - 1}.", "",
+             "| ε_cert | σ | protocol | k (Steinke / f-DP) | Steinke ε_lb, mean | f-DP ε_lb, mean | "
+             "ratio of means | per-run ratio |", "|---|---|---|---|---|---|---|---|"]
+    for eps, sigma in SETTINGS:
+        design = pre_register(sigma)
+        results = [run(sigma, seed, design) for seed in range(args.seeds)]
+        ks = {"bonferroni": "12 rules", "split": "chosen on half",
+              "design": " / ".join(str(r.guess_in + r.guess_out) for r in design)}
+        for protocol in PROTOCOLS:
+            lines.append(f"| {eps} | {sigma} | {protocol} | {ks[protocol]} | "
+                         f"{summary([r[protocol] for r in results])} |")
+            print(lines[-1], flush=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "audit-dpsgd-protocols.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
