@@ -67,6 +67,10 @@ class Plugin:
             :data:`DATASET_SIZE_PUBLIC`, which the certificate lists. False (the default): ``run`` never releases
             the size, or anything that grows with it, except through a charged mechanism. The contract kit checks
             that the statement and the certificate agree (docs/data.md, "The protected set's size").
+        data_for: ``data_for(config) -> (protected, public)``, the data sets a run with that configuration reads,
+            each a subset of ``protected`` / ``public`` (optional: without it every run declares all of them).
+            ``dpaudit run`` declares these in the session (:meth:`data_sets`), so a run does not list as public a set
+            another configuration protects (e.g. ``dpareto``'s evaluation records under a private front).
     """
 
     name: str
@@ -80,6 +84,7 @@ class Plugin:
     public: tuple[str, ...] = ()
     dataset_size_public: bool = False
     check_config: Callable[[Mapping[str, Any]], Any] | None = None
+    data_for: Callable[[Mapping[str, Any]], tuple[tuple[str, ...], tuple[str, ...]]] | None = None
 
     def __post_init__(self) -> None:
         for attr in ("name", "version", "summary", "citation"):
@@ -98,6 +103,23 @@ class Plugin:
             raise PluginError(f"plugin {self.name!r}: smoke_config must be a mapping")
         if not isinstance(self.dataset_size_public, bool):
             raise PluginError(f"plugin {self.name!r}: dataset_size_public must be True or False")
+        if self.data_for is not None and not callable(self.data_for):
+            raise PluginError(f"plugin {self.name!r}: data_for must be callable or None")
+
+    def data_sets(self, config: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(protected, public): the data sets a run with ``config`` reads (``data_for``; without it, all declared).
+
+        Raises:
+            PluginError: ``data_for`` names a set the plugin does not declare in that role.
+        """
+        if self.data_for is None:
+            return self.protected, self.public
+        protected, public = (tuple(names) for names in self.data_for(config))
+        for role, names, declared in (("protected", protected, self.protected), ("public", public, self.public)):
+            if not set(names) <= set(declared):
+                raise PluginError(f"plugin {self.name!r}: data_for names {role} data sets it does not declare "
+                                  f"{role}: {sorted(set(names) - set(declared))}")
+        return protected, public
 
 
 def _load_entry_point(ep: EntryPoint) -> Plugin:

@@ -7,7 +7,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from dpaudit import Session
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.trust import KeyTrust
 from dpaudit.verify import verify_bundle
-from dpaudit_plugins.dpareto.config import parse_config
+from dpaudit_plugins.dpareto.config import DparetoConfig, parse_config
 from dpaudit_plugins.dpareto.plugin import explore
 
 
@@ -33,13 +33,15 @@ class Outcome:
 
 
 def audited_run(config: Mapping[str, Any], *, seed: int, store: Path, epsilon: float, delta: float,
-                adaptive: bool, name: str) -> Outcome:
+                adaptive: bool, name: str, wrap: Callable[[DparetoConfig], DparetoConfig] | None = None) -> Outcome:
     """Run ``dpareto`` with ``config`` in a seeded session of ``store``, close it and verify its bundle.
+
+    ``wrap`` may replace the parsed configuration (e.g. wrap its task to observe the trials).
 
     Raises:
         RuntimeError: the bundle does not verify (an experiment never reports numbers of an unverified run).
     """
-    cfg = parse_config(config)
+    cfg = parse_config(config) if wrap is None else wrap(parse_config(config))
     session = Session(epsilon, delta, name, protected=cfg.task.protected or ("private data set",),
                       public=cfg.task.public, rng=SeededRandom(seed), mirror=False, store=store, adaptive=adaptive)
     start = time.perf_counter()

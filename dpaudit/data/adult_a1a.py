@@ -53,6 +53,9 @@ TRAIN_NAME = "adult-a1a-train"
 TEST_NAME = "adult-a1a-test (public)"
 """The public evaluation set: ``adult.data`` records with id < 1,605 (``a1a``)."""
 
+EVAL_NAME = "adult-a1a-test (protected)"
+"""The same records as :data:`TEST_NAME`, declared as protected evaluation data (the dpareto private front)."""
+
 TEST_IDS = 1605
 N_FEATURES = 123
 
@@ -180,11 +183,11 @@ def load_a1a_train(rows: int | None = None) -> DataSet:
     return DataSet(TRAIN_NAME, X[keep], y[keep], ids[keep], FEATURE_NAMES)
 
 
-def load_a1a_test() -> DataSet:
-    """The public evaluation part: ids < 1,605."""
+def load_a1a_test(name: str = TEST_NAME) -> DataSet:
+    """The evaluation part: ids < 1,605, named ``name`` (public :data:`TEST_NAME` or protected :data:`EVAL_NAME`)."""
     X, y, ids = _encoded(data_dir() / "adult.data")
     keep = ids < TEST_IDS
-    return DataSet(TEST_NAME, X[keep], y[keep], ids[keep], FEATURE_NAMES)
+    return DataSet(name, X[keep], y[keep], ids[keep], FEATURE_NAMES)
 
 
 for _entry in (
@@ -192,5 +195,8 @@ for _entry in (
                  "Adult adult.data in the a1a construction (123 binary features), ids >= 1605 (a1a.t, 30 956)"),
     CatalogEntry(TEST_NAME, (), load_a1a_test,
                  "Adult adult.data in the a1a construction, ids < 1605 (a1a, 1 605), used as public evaluation data"),
+    CatalogEntry(EVAL_NAME, (), lambda: load_a1a_test(EVAL_NAME),
+                 "the records of adult-a1a-test (public), declared as protected evaluation data (dpareto private "
+                 "front)"),
 ):
     register_data_set(_entry)

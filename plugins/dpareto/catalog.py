@@ -21,8 +21,13 @@ TASKS: dict[str, str] = {
     "adult-logreg-sgd": "tasks_adult:build_logreg_sgd",
     "adult-logreg-adam": "tasks_adult:build_logreg_adam",
     "adult-svm-sgd": "tasks_adult:build_svm_sgd",
+    "mnist-mlp-sgd": "tasks_mnist:build",
 }
 """Registered task names → builder (module of this package : function)."""
+
+MNIST_TRAIN_NAME, MNIST_TEST_NAME = "mnist-5000-train", "mnist-5000-test"
+"""The MNIST task's data sets (:mod:`dpaudit.data.shipped`), named here so that the plugin declares them without
+importing the task's module."""
 
 
 def build_task(config: Mapping[str, Any]) -> Task:

@@ -292,23 +292,57 @@ def weights_sha256(w: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def train_linear(view: PluginSession, charges: Sequence[Charge], trial: LinearTrial, X: np.ndarray, y: np.ndarray,
-                 X_eval: np.ndarray, y_eval: np.ndarray, *, seed: int) -> LinearRun:
-    """Train ``len(charges)`` replications of ``trial`` on the private (X, y), one charge per replication, and
-    measure each on the public (X_eval, y_eval).
+@dataclass(frozen=True)
+class LinearJob:
+    """One claimed run of :func:`train_linear`, ready to train: public hyperparameters and schedule, and the data.
 
-    Args:
-        view: the plugin's view of the session (add/remove neighbours).
-        charges: one charge per replication, made through ``view`` before this call, each covering
-            ``trial.event(len(X))``; each is claimed here before any record is touched.
+    Attributes:
         trial: the hyperparameters.
+        plan: the sampling plan of ``trial`` on ``len(X)`` records.
+        replications: R, one per claimed charge.
         X, y: the private training features and 0/1 labels.
-        X_eval, y_eval: PUBLIC evaluation data.
-        seed: seeds the sampling and the noise (the caller draws it from the session's random source).
+        X_eval, y_eval: the evaluation data.
+    """
+
+    trial: LinearTrial
+    plan: SamplingPlan
+    replications: int
+    X: np.ndarray
+    y: np.ndarray
+    X_eval: np.ndarray
+    y_eval: np.ndarray
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """The trained weights of a :class:`LinearJob`, not recorded yet (:func:`fit_linear`).
+
+    Attributes:
+        trial, plan: the job's hyperparameters and schedule (not its data).
+        weights: (R, d + 1) final weights (bias last), possibly non-finite.
+        errors: (R,) misclassification rates on the job's evaluation data.
+        steps: noisy steps taken per replication.
+        width: d + 1.
+        evaluated: the number of evaluation records the errors are rates on.
+    """
+
+    trial: LinearTrial
+    plan: SamplingPlan
+    weights: np.ndarray
+    errors: np.ndarray
+    steps: int
+    width: int
+    evaluated: int
+
+
+def claim_linear(view: PluginSession, charges: Sequence[Charge], trial: LinearTrial, X: np.ndarray, y: np.ndarray,
+                 X_eval: np.ndarray, y_eval: np.ndarray) -> LinearJob:
+    """Check that ``view`` holds each charge and that it covers ``trial``'s run on ``X``, then claim every charge;
+    no record is read (:func:`train_linear`'s first step, in the driver).
 
     Raises:
-        PluginError: a charge this session does not hold, or one that does not cover the run (nothing is trained).
-        TrialFailed: the weights became non-finite (the run is still recorded: its charges are spent).
+        InvalidParameter: no charge, or shapes that are not (n, d) and (n,).
+        PluginError: a charge this session does not hold, or one that does not cover the run (nothing is claimed).
     """
     check_add_remove(view)
     if not charges:
@@ -323,11 +357,18 @@ def train_linear(view: PluginSession, charges: Sequence[Charge], trial: LinearTr
         check_covered(charge.event, event)
     for charge in charges:
         view.claim(charge)  # atomic in the session: a charge covers one run
-    rows = SparseRows.from_dense(X)  # the first read of a record, after every claim
-    yt = torch.from_numpy(np.array(y, dtype=np.float32))
+    return LinearJob(trial=trial, plan=plan, replications=len(charges), X=X, y=y, X_eval=X_eval, y_eval=y_eval)
+
+
+def fit_linear(job: LinearJob, *, seed: int) -> LinearFit:
+    """Train the job's R replications: a pure function of the job and ``seed`` (it may run in a worker process,
+    :mod:`dpaudit.parallel`); nothing is recorded."""
+    trial, plan = job.trial, job.plan
+    rows = SparseRows.from_dense(job.X)  # the first read of a record, after every claim
+    yt = torch.from_numpy(np.array(job.y, dtype=np.float32))
 
     generator = torch.Generator().manual_seed(seed)
-    R = len(charges)
+    R = job.replications
     W = torch.zeros(R, rows.width)
     moments = (torch.zeros_like(W), torch.zeros_like(W))
     bound = trial.max_grad_norm / rows.norms()
@@ -347,19 +388,51 @@ def train_linear(view: PluginSession, charges: Sequence[Charge], trial: LinearTr
             g = clipped_gradient_sums(W, flat[part], vals[part], labels[part], bounds[part], trial.loss)
             g.add_(noise[t]).div_(plan.expected_batch_size)
             _update(W, g, moments, cap.taken, trial)
-
     weights = W.numpy().copy()
-    digests = tuple(weights_sha256(w) for w in weights)
+    return LinearFit(trial=trial, plan=plan, weights=weights, errors=evaluation_errors(weights, job.X_eval, job.y_eval),
+                     steps=cap.taken, width=rows.width, evaluated=len(job.y_eval))
+
+
+def record_linear(view: PluginSession, charges: Sequence[Charge], fit: LinearFit) -> LinearRun:
+    """Write each replication's run record and model digest on its charge (:func:`train_linear`'s last step, in
+    the driver), then return the run.
+
+    Raises:
+        TrialFailed: the weights became non-finite (the run is recorded: its charges are spent).
+    """
+    trial = fit.trial
+    digests = tuple(weights_sha256(w) for w in fit.weights)
     for charge, digest in zip(charges, digests, strict=True):
-        record_run(view, charge, plan, digest=digest, n_parameters=rows.width, realised_steps=cap.taken,
+        record_run(view, charge, fit.plan, digest=digest, n_parameters=fit.width, realised_steps=fit.steps,
                    details={"mechanism": MECHANISMS[trial.optimizer], "model": f"linear ({trial.loss} loss)",
                             "trainer": "dpareto closed-form linear DP-SGD", "noise_multiplier": trial.noise_multiplier,
                             "max_grad_norm": trial.max_grad_norm, "optimizer": trial.optimizer, "lr": trial.lr,
-                            "replications": R})
-    if not np.isfinite(weights).all():
+                            "replications": len(fit.weights)})
+    if not np.isfinite(fit.weights).all():
         raise TrialFailed(f"{trial.describe()}: the weights became non-finite")
-    return LinearRun(weights=weights, errors=evaluation_errors(weights, X_eval, y_eval), steps=cap.taken,
-                     digests=digests)
+    return LinearRun(weights=fit.weights, errors=fit.errors, steps=fit.steps, digests=digests)
+
+
+def train_linear(view: PluginSession, charges: Sequence[Charge], trial: LinearTrial, X: np.ndarray, y: np.ndarray,
+                 X_eval: np.ndarray, y_eval: np.ndarray, *, seed: int) -> LinearRun:
+    """Train ``len(charges)`` replications of ``trial`` on the private (X, y), one charge per replication, and
+    measure each on the public (X_eval, y_eval): :func:`claim_linear`, :func:`fit_linear`, :func:`record_linear`.
+
+    Args:
+        view: the plugin's view of the session (add/remove neighbours).
+        charges: one charge per replication, made through ``view`` before this call, each covering
+            ``trial.event(len(X))``; each is claimed here before any record is touched.
+        trial: the hyperparameters.
+        X, y: the private training features and 0/1 labels.
+        X_eval, y_eval: PUBLIC evaluation data.
+        seed: seeds the sampling and the noise (the caller draws it from the session's random source).
+
+    Raises:
+        PluginError: a charge this session does not hold, or one that does not cover the run (nothing is trained).
+        TrialFailed: the weights became non-finite (the run is still recorded: its charges are spent).
+    """
+    return record_linear(view, charges, fit_linear(claim_linear(view, charges, trial, X, y, X_eval, y_eval),
+                                                   seed=seed))
 
 
 def _update(W: torch.Tensor, g: torch.Tensor, moments: tuple[torch.Tensor, torch.Tensor], step: int,

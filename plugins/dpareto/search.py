@@ -12,6 +12,10 @@ to a synthetic objective). The BO loop (Avent et al. 2020, Alg. 1):
 
 HVPoI's Pareto set is that of the observed trials and its reference point is the recorded one. While fewer than two
 trials have a valid error the utility GP cannot be fitted, and the next point is the next Sobol point instead.
+
+With parallel workers, ``evaluate`` takes a batch of points and both phases run ``batch`` points at a time: BO
+proposes a batch by the kriging believer for HVPoI or jointly for qLogNEHVI (:func:`propose_batch`;
+docs/plugins/dpareto.md, "Parallel trials"). ``batch = 1`` is the sequential loop above.
 """
 
 from __future__ import annotations
@@ -32,11 +36,12 @@ from dpaudit_plugins.dpareto.config import BoSettings
 from dpaudit_plugins.dpareto.domain import Domain
 from dpaudit_plugins.dpareto.hvpoi import HypervolumePoI
 from dpaudit_plugins.dpareto.objectives import privacy_transform, transform_reference, utility_transform
-from dpaudit_plugins.dpareto.surrogate import DTYPE, Surrogates
+from dpaudit_plugins.dpareto.surrogate import DTYPE, Surrogates, make_gp
 from dpaudit_plugins.dpareto.trials import Trial
 
-Evaluate = Callable[[np.ndarray, str], Trial]
-"""``evaluate(unit, phase) -> Trial``: run one trial at unit coordinates ``unit``."""
+Evaluate = Callable[[np.ndarray, str], list[Trial]]
+"""``evaluate(units, phase) -> trials``: run one batch of trials at the rows of ``units`` (q, d), possibly in
+parallel, and return them in row order."""
 
 
 @contextlib.contextmanager
@@ -62,9 +67,10 @@ def random_points(n: int, dimension: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).random((n, dimension))
 
 
-def run_fixed(points: np.ndarray, phase: str, evaluate: Evaluate) -> list[Trial]:
-    """Evaluate ``points`` in order (random sampling and grid search: every point fixed before the first trial)."""
-    return [evaluate(point, phase) for point in points]
+def run_fixed(points: np.ndarray, phase: str, evaluate: Evaluate, batch: int = 1) -> list[Trial]:
+    """Evaluate ``points`` in order, ``batch`` at a time (random sampling and grid search: every point fixed before
+    the first trial)."""
+    return [trial for start in range(0, len(points), batch) for trial in evaluate(points[start:start + batch], phase)]
 
 
 @dataclass(frozen=True)
@@ -101,13 +107,14 @@ class Observations:
 
 
 def propose(method: str, models: ModelListGP, obs: Observations, reference: np.ndarray, settings: BoSettings,
-            seed: int) -> np.ndarray:
-    """The acquisition's maximiser over [0, 1]^d (before rounding).
+            seed: int, q: int = 1) -> np.ndarray:
+    """The acquisition's maximiser over [0, 1]^d (before rounding): shape (d,) for ``q = 1``, else (q, d).
 
     Args:
         method: ``"hvpoi"`` or ``"qlognehvi"``.
         reference: the reference point in the GP space (minimised objectives).
         seed: seeds the raw candidates and (qLogNEHVI) the quasi-MC samples.
+        q: the joint batch size (qLogNEHVI's native q-batch; HVPoI is analytic: 1 only).
     """
     d = obs.x.shape[1]
     if method == "hvpoi":
@@ -120,32 +127,67 @@ def propose(method: str, models: ModelListGP, obs: Observations, reference: np.n
             sampler=SobolQMCNormalSampler(sample_shape=torch.Size([settings.mc_samples]), seed=seed),
             prune_baseline=True)
     bounds = torch.stack([torch.zeros(d, dtype=DTYPE), torch.ones(d, dtype=DTYPE)])
-    candidate, _ = optimize_acqf(acquisition, bounds=bounds, q=1, num_restarts=settings.restarts,
+    candidate, _ = optimize_acqf(acquisition, bounds=bounds, q=q, num_restarts=settings.restarts,
                                  raw_samples=settings.raw_samples,
                                  options={"maxiter": settings.acquisition_maxiter, "seed": seed},
                                  retry_on_optimization_warning=False)
-    return candidate.detach().numpy().reshape(d)
+    return candidate.detach().numpy().reshape(d) if q == 1 else candidate.detach().numpy().reshape(q, d)
+
+
+def believe(models: ModelListGP, obs: Observations, point: np.ndarray) -> tuple[ModelListGP, Observations]:
+    """Kriging believer (Ginsbourger, Le Riche & Carraro 2010, Sec. 3.2): the GPs conditioned, with their
+    hyperparameters unchanged, on ``point`` observed at their posterior means, and the observations with it as a
+    valid trial. Only a pending point's *proposal* uses this; the fantasy never becomes a trial or a result."""
+    x = torch.as_tensor(point, dtype=DTYPE).reshape(1, -1)
+    with torch.no_grad():
+        mean = models.posterior(x).mean.reshape(2).numpy()
+    believed = Observations(x=np.vstack([obs.x, point]), log_epsilon=np.append(obs.log_epsilon, mean[0]),
+                            valid=np.append(obs.valid, True), logit_error=np.append(obs.logit_error, mean[1]))
+    privacy, utility = models.models
+    return ModelListGP(make_gp(believed.x, believed.log_epsilon, privacy, fit=False),
+                       make_gp(believed.x_valid, believed.logit_error, utility, fit=False)), believed
+
+
+def propose_batch(method: str, models: ModelListGP, obs: Observations, reference: np.ndarray, settings: BoSettings,
+                  seed: int, q: int) -> np.ndarray:
+    """``q`` points to run together, shape (q, d) (before rounding): qLogNEHVI's joint q-batch, or for HVPoI a
+    kriging-believer batch (each next point proposed with the earlier ones fantasised at the GP means,
+    :func:`believe`; seeds ``seed``, ``seed + 1``, ...). For ``q = 1`` both are :func:`propose`."""
+    if method != "hvpoi":
+        return propose(method, models, obs, reference, settings, seed, q).reshape(q, -1)
+    points = []
+    for j in range(q):
+        if j:
+            models, obs = believe(models, obs, points[-1])
+        points.append(propose(method, models, obs, reference, settings, seed + j))
+    return np.array(points)
 
 
 def bayesian_optimisation(domain: Domain, method: str, settings: BoSettings, reference_point: tuple[float, float],
-                          evaluate: Evaluate, seed: int) -> list[Trial]:
-    """DPareto's loop: ``settings.n_initial`` Sobol trials, then ``settings.n_iterations`` acquisition trials.
+                          evaluate: Evaluate, seed: int, batch: int = 1) -> list[Trial]:
+    """DPareto's loop: ``settings.n_initial`` Sobol trials, then ``settings.n_iterations`` acquisition trials, both
+    ``batch`` at a time (the last batch may be smaller). With ``batch = 1`` this is Avent et al.'s sequential loop;
+    a larger batch proposes its points together (:func:`propose_batch`) and sees their results together.
 
     Args:
         reference_point: the recorded anti-ideal (ε, error), transformed once here and used unchanged throughout.
-        seed: the only randomness of the search (Sobol scrambling, raw candidates, MC samples).
+        seed: the only randomness of the search (Sobol scrambling, raw candidates, MC samples); the BO trial at
+            position i (from 0) of a batch starting at iteration t is proposed with seed ``seed + 1 + t + i``.
+        batch: trials evaluated together (the number of parallel workers).
     """
     reference = transform_reference(reference_point)
     sobol = sobol_points(settings.n_initial + settings.n_iterations, domain.dimension, seed)
-    trials = [evaluate(domain.snap(point)[0], "initial") for point in sobol[:settings.n_initial]]
+    trials = run_fixed(domain.snap(sobol[:settings.n_initial]), "initial", evaluate, batch)
     surrogates = Surrogates(refit_every=settings.refit_every)
-    for iteration in range(settings.n_iterations):
+    for iteration in range(0, settings.n_iterations, batch):
+        q = min(batch, settings.n_iterations - iteration)
         obs = Observations.of(trials)
         if len(obs.x_valid) < 2:
-            point = sobol[settings.n_initial + iteration]
+            points = sobol[settings.n_initial + iteration:settings.n_initial + iteration + q]
         else:
-            with single_thread():
+            with single_thread(), torch.random.fork_rng():
+                torch.manual_seed(seed + 1 + iteration)  # BoTorch's fallbacks draw from torch's global generator
                 models = surrogates.update(obs.x, obs.log_epsilon, obs.x_valid, obs.logit_error)
-                point = propose(method, models, obs, reference, settings, seed + 1 + iteration)
-        trials.append(evaluate(domain.snap(point)[0], "bo"))
+                points = propose_batch(method, models, obs, reference, settings, seed + 1 + iteration, q)
+        trials.extend(evaluate(domain.snap(points), "bo"))
     return trials

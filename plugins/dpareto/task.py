@@ -145,7 +145,8 @@ class Task(Protocol):
 
     def evaluate(self, params: Params, charges: tuple[Charge, ...], view: PluginSession, seed: int) -> float:
         """Run the trial at ``params`` under ``charges`` (those of :meth:`plan`, already charged) and return its
-        error in [0, 1] on public evaluation data; randomness from ``seed`` only.
+        error in [0, 1] on public evaluation data (or on the protected evaluation set of a private front,
+        :mod:`~dpaudit_plugins.dpareto.private_front`, which noises it); randomness from ``seed`` only.
 
         Raises:
             TrialFailed: the trial produced no usable error.

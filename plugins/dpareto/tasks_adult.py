@@ -18,21 +18,34 @@ mean error depends on.
 The training-set size n (30,956, or the ``rows`` smoke limit) is public by assumption (it sets q = B/n and N), so a
 trial's plan needs no data; the data are read through the session view when the trial runs, and a set whose size is
 not the planned n is refused before any charge is claimed.
+
+**Private front** (:mod:`~dpaudit_plugins.dpareto.private_front`): :meth:`AdultTask.with_protected_evaluation`
+evaluates on the same 1,605 records declared protected (``adult-a1a-test (protected)``) and returns the mean error
+count divided by the public constant n_eval = 1,605 (the construction's test size), whatever the realised size
+(above 1 on a larger set: the private front clips it to [0, 1] before the noise, and never fails the trial on it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from dpaudit.data.adult_a1a import TEST_IDS, TEST_NAME, TRAIN_NAME
+from dpaudit.data.adult_a1a import EVAL_NAME, TEST_IDS, TEST_NAME, TRAIN_NAME
 from dpaudit.errors import InvalidParameter, PluginError
 from dpaudit.events import PrivacyEvent
 from dpaudit.tuning.training import SamplingPlan, dp_sgd_event
 from dpaudit.validation import check_count, check_delta, check_known_keys
 from dpaudit_plugins.dpareto.domain import Domain, Parameter
-from dpaudit_plugins.dpareto.linear_dpsgd import ASSUMPTIONS, LinearTrial, train_linear
+from dpaudit_plugins.dpareto.linear_dpsgd import (
+    ASSUMPTIONS,
+    LinearFit,
+    LinearJob,
+    LinearTrial,
+    claim_linear,
+    fit_linear,
+    record_linear,
+)
 from dpaudit_plugins.dpareto.task import Params, TrialPlan, epsilon_of_events
 
 if TYPE_CHECKING:
@@ -70,6 +83,7 @@ class AdultTask:
             (64 epochs of lot 8), which the PLD-based accountants cannot hold in memory at σ = 0.1.
         rows: train on the first ``rows`` a1a training records only (smoke tests; more than 512, the largest
             lot, so that q = B/n < 1); None: all 30,956.
+        protected_evaluation: evaluate on the protected copy of the evaluation records (the private front).
     """
 
     name: str
@@ -79,10 +93,27 @@ class AdultTask:
     delta: float = DELTA
     accountant: str = "rdp"
     rows: int | None = None
+    protected_evaluation: bool = False
 
     domain: ClassVar[Domain] = DOMAIN
-    protected: ClassVar[tuple[str, ...]] = (TRAIN_NAME,)
-    public: ClassVar[tuple[str, ...]] = (TEST_NAME,)
+    evaluation_size: ClassVar[int] = TEST_IDS
+    """n_eval, the public divisor of the private front's error count (the construction's 1,605 test records)."""
+
+    @property
+    def evaluation_set(self) -> str:
+        return EVAL_NAME if self.protected_evaluation else TEST_NAME
+
+    @property
+    def protected(self) -> tuple[str, ...]:
+        return (TRAIN_NAME, EVAL_NAME) if self.protected_evaluation else (TRAIN_NAME,)
+
+    @property
+    def public(self) -> tuple[str, ...]:
+        return () if self.protected_evaluation else (TEST_NAME,)
+
+    def with_protected_evaluation(self) -> AdultTask:
+        """This task evaluated on the protected evaluation records (:mod:`~dpaudit_plugins.dpareto.private_front`)."""
+        return replace(self, protected_evaluation=True)
 
     def __post_init__(self) -> None:
         check_count("replications", self.replications)
@@ -126,18 +157,42 @@ class AdultTask:
         return (worst,) * self.replications
 
     def evaluate(self, params: Params, charges: tuple[Charge, ...], view: PluginSession, seed: int) -> float:
-        """Train the replications under ``charges`` (claimed by the trainer) and return their mean public error.
+        """Train the replications under ``charges`` (claimed by the trainer) and return their mean error on the
+        evaluation set: the rate on the public set, or, protected, the mean error count / ``evaluation_size``
+        (:meth:`prepare`, :meth:`compute`, :meth:`finish` in turn).
 
         Raises:
             PluginError: the training set's size is not the planned n (nothing is claimed or trained).
             TrialFailed: the weights diverged.
         """
+        return self.finish(params, charges, view, self.compute(self.prepare(params, charges, view), seed))
+
+    def prepare(self, params: Params, charges: tuple[Charge, ...], view: PluginSession) -> LinearJob:
+        """In the driver: read the data through ``view`` and claim ``charges`` (:func:`claim_linear`).
+
+        Raises:
+            PluginError: the training set's size is not the planned n (nothing is claimed).
+        """
         train = view.data(TRAIN_NAME, **({} if self.rows is None else {"rows": self.rows}))
-        test = view.data(TEST_NAME)
+        test = view.data(self.evaluation_set)
         if len(train) != self.dataset_size:
             raise PluginError(f"the a1a training set has {len(train)} records, the plan assumed "
                               f"{self.dataset_size}")
-        run = train_linear(view, charges, self.trial(params), train.X, train.y, test.X, test.y, seed=seed)
+        return claim_linear(view, charges, self.trial(params), train.X, train.y, test.X, test.y)
+
+    def compute(self, job: LinearJob, seed: int) -> LinearFit:
+        """Anywhere (a worker process): train the claimed job (:func:`fit_linear`), a pure function of its inputs."""
+        return fit_linear(job, seed=seed)
+
+    def finish(self, params: Params, charges: tuple[Charge, ...], view: PluginSession, fit: LinearFit) -> float:
+        """In the driver: record every replication's model (:func:`record_linear`) and return the error.
+
+        Raises:
+            TrialFailed: the weights diverged (the models are recorded).
+        """
+        run = record_linear(view, charges, fit)
+        if self.protected_evaluation:  # the count over the public constant, never over the realised (private) size
+            return run.error * fit.evaluated / self.evaluation_size
         return run.error
 
     def describe(self) -> dict[str, Any]:

@@ -195,7 +195,19 @@ class SVTTask:
 
     def evaluate(self, params: Params, charges: tuple[Charge, ...], view: PluginSession, seed: int) -> float:
         """1 − mean F1 at (C, b) (:meth:`error`); no charge to claim, nothing released but the number."""
+        return self.compute(params, seed)
+
+    def prepare(self, params: Params, charges: tuple[Charge, ...], view: PluginSession) -> Params:
+        """Parallel trials (:class:`~dpaudit_plugins.dpareto.trials.SplitTask`): the worker needs only the point."""
+        return params
+
+    def compute(self, params: Params, seed: int) -> float:
+        """:meth:`evaluate`'s number, in a worker."""
         return float(self.error(params["C"], params["b"]))
+
+    def finish(self, params: Params, charges: tuple[Charge, ...], view: PluginSession, computed: float) -> float:
+        """Nothing to record: the error is the worker's number."""
+        return computed
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "queries": self.queries, "ones": self.ones, "threshold": THRESHOLD,

@@ -106,3 +106,15 @@ def test_a_formulas_module_that_fails_to_load_is_an_error_naming_the_plugin(monk
     _with_entry_points(monkeypatch, ("broken", "dpaudit_test_broken_formulas:PLUGIN"))
     with pytest.raises(PluginError, match=r"plugin 'broken': its sensitivity formulas .*ValueError: bad formula"):
         registry.load_formulas()
+
+
+def test_a_plugin_declares_the_data_sets_of_its_configuration():
+    fields = {"name": "x", "version": "1", "summary": "s", "citation": "c", "event_kinds": ("laplace",),
+              "run": lambda session, config: {}, "smoke_config": {}, "protected": ("a", "b"), "public": ("c",)}
+    assert Plugin(**fields).data_sets({"any": 1}) == (("a", "b"), ("c",))  # without data_for: all declared
+    chosen = Plugin(**fields, data_for=lambda config: ((config["set"],), ()))
+    assert chosen.data_sets({"set": "b"}) == (("b",), ())
+    with pytest.raises(PluginError, match="does not declare protected: \\['c'\\]"):
+        chosen.data_sets({"set": "c"})  # a name outside the declared protected sets
+    with pytest.raises(PluginError, match="data_for must be callable"):
+        Plugin(**fields, data_for=3)

@@ -37,12 +37,15 @@ class Flipped(HypervolumePoI):
 
 
 def _evaluate_on_oracles(trials: list[Trial]):
-    def evaluate(unit: np.ndarray, phase: str) -> Trial:
-        params = TASK.domain.point(TASK.domain.from_unit(unit.reshape(1, -1))[0])
-        trial = Trial(len(trials), phase, tuple(unit), params, float(TASK.epsilon(params["C"], params["b"])), ORACLE,
-                      float(TASK.error(params["C"], params["b"])), None, ())
-        trials.append(trial)
-        return trial
+    def evaluate(units: np.ndarray, phase: str) -> list[Trial]:
+        batch = []
+        for unit in units:
+            params = TASK.domain.point(TASK.domain.from_unit(unit.reshape(1, -1))[0])
+            batch.append(Trial(len(trials) + len(batch), phase, tuple(unit), params,
+                               float(TASK.epsilon(params["C"], params["b"])), ORACLE,
+                               float(TASK.error(params["C"], params["b"])), None, ()))
+        trials.extend(batch)
+        return batch
 
     return evaluate
 
