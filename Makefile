@@ -25,7 +25,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check dpaudit plugins tests benchmarks
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 --dist loadgroup -q   # loadgroup: one live team server (xdist_group), not one per worker
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

@@ -4,7 +4,9 @@ Run: ``.venv/bin/python benchmarks/bench_ledger.py [--appends N] [--records N]``
 
 1. ``Ledger.append`` (hash, canonical JSON, flock, size check, one ``os.write``, ``fsync``) per record, against
    ``os.write`` + ``os.fsync`` of the very same bytes on an ``O_APPEND`` descriptor in the same directory. The
-   ratio is the price of the ledger's bookkeeping on top of the durability it must pay anyway.
+   ratio is the price of the ledger's bookkeeping on top of the durability it must pay anyway. Also the session's
+   signed head checkpoint after each append (:func:`dpaudit.head.write_head`: an Ed25519 signature and one
+   ``pwrite`` into its slot, no fsync), as a ratio to ``Ledger.append``: what it adds to every record.
 2. ``read_records`` and ``verify_chain`` on a ledger of ``--records`` records (built in memory, written once),
    in records per second, against ``json.loads`` of every line (the floor for any JSON-lines reader).
 """
@@ -19,6 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from dpaudit.head import write_head
 from dpaudit.ledger import GENESIS_PREV, Ledger, Record, read_records, verify_chain
 
 
@@ -46,7 +51,8 @@ def bench_append(directory: Path, n: int, rounds: int = 10) -> None:
     per_round = max(1, n // rounds)
     ledger = Ledger.create(directory / "append.jsonl")
     fd = os.open(directory / "plain.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
-    ledger_s = plain_s = 0.0
+    ledger_s = plain_s = head_s = 0.0
+    key = Ed25519PrivateKey.generate()
     sizes: list[int] = []
     try:
         ledger.append("open", {"budget": {"epsilon": 8.0, "delta": 1e-5}})
@@ -55,6 +61,10 @@ def bench_append(directory: Path, n: int, rounds: int = 10) -> None:
             start = time.perf_counter()
             records = [ledger.append("charge", body) for body in bodies]
             ledger_s += time.perf_counter() - start
+            start = time.perf_counter()
+            for record in records:
+                write_head(directory, "bench", record, key)
+            head_s += time.perf_counter() - start
             lines = [record.to_line().encode("utf-8") for record in records]
             sizes += [len(line) for line in lines]
             start = time.perf_counter()
@@ -70,6 +80,8 @@ def bench_append(directory: Path, n: int, rounds: int = 10) -> None:
     print(f"  Ledger.append        {1e6 * ledger_s / total:9.1f} us/record")
     print(f"  os.write + os.fsync  {1e6 * plain_s / total:9.1f} us/record (same bytes)")
     print(f"  ratio ledger / plain {ledger_s / plain_s:9.2f}")
+    print(f"  head checkpoint      {1e6 * head_s / total:9.1f} us/record (sign, pwrite; after each append)")
+    print(f"  ratio head / ledger  {head_s / ledger_s:9.2f}")
 
 
 def _build(path: Path, n: int) -> None:

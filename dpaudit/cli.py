@@ -19,6 +19,7 @@ from dpaudit.cli_audit import audit
 from dpaudit.display import plural
 from dpaudit.errors import BudgetExceeded, DPAuditError, InvalidParameter, PluginError, VerificationError
 from dpaudit.gcpause import cyclic_gc_paused
+from dpaudit.tracking.store import redact_credentials
 
 USAGE_ERRORS = (InvalidParameter, PluginError, VerificationError)
 #: Commands that import the numerics stack, write nothing but stdout and end: run with the cyclic garbage collector
@@ -28,7 +29,7 @@ PROGRAM = "program"
 
 
 def _fail(exc: DPAuditError) -> None:
-    click.echo(f"error: {' '.join(str(exc).split())}", err=True)
+    click.echo(f"error: {' '.join(redact_credentials(str(exc)).split())}", err=True)
     sys.exit(2 if isinstance(exc, USAGE_ERRORS) else 1)
 
 
@@ -38,7 +39,7 @@ _INPUT_FAULTS = (ArithmeticError, RecursionError, MemoryError, ValueError, Unico
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+    text = " ".join(redact_credentials(str(exc)).split())
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
 
 
@@ -160,6 +161,7 @@ main.add_command(audit)
     "dpaudit run opacus-training --epsilon 5 --delta 1e-5",
     "dpaudit run constant-overhead --epsilon 5 --delta 1e-5 --config config.json --json",
     "dpaudit run randtune --epsilon 8 --delta 1e-5 --seed 0   # reproducible, NOT FOR RELEASE",
+    "dpaudit run randtune --epsilon 8 --delta 1e-5 --workers 2   # the repetitions in 2 processes",
     "dpaudit run --config study.toml   # a study file: data, model, space, method, budget (docs/user-guide.md)"))
 @click.argument("plugin", required=False)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -175,11 +177,16 @@ main.add_command(audit)
 @click.option("--neighbouring", type=click.Choice(["add_remove", "replace_one"]), default="add_remove",
               show_default=True, help="The neighbouring relation the certificate is about (e.g. replace_one for "
               "dp-gp, which protects outputs at public inputs).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Run the plugin's trials in N parallel "
+              "worker processes (its `workers` config key; randtune, naive, constant-overhead and dpareto); every "
+              "charge and release stays in this process's ledger.")
+@click.option("--ray-address", default=None, help="Run the trials as Ray tasks: `local` (a local Ray with --workers "
+              "CPUs) or a cluster address (the `ray_address` config key; needs the `ray` extra).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: run id, paths, claim, results.")
 @click.pass_obj
 def run_plugin(obj: dict, plugin: str | None, config_path: Path | None, epsilon: float | None,
                delta: float | None, name: str | None, seed: int | None, adaptive: bool, neighbouring: str,
-               as_json: bool) -> None:
+               workers: int | None, ray_address: str | None, as_json: bool) -> None:
     """Run PLUGIN inside an audited session with budget (EPSILON, DELTA) and certify it; or run a study file.
 
     An unknown plugin, an unreadable config or one the plugin rejects, or a bad budget is refused before any run
@@ -202,22 +209,26 @@ def run_plugin(obj: dict, plugin: str | None, config_path: Path | None, epsilon:
         if config is not None and is_study(config):  # a study file names its method and budget itself
             study = load_study(config_path)  # validated in full before a run exists
             if plugin not in (None, study.method) or epsilon is not None or delta is not None or adaptive \
-                    or neighbouring != "add_remove":
+                    or neighbouring != "add_remove" or workers is not None or ray_address is not None:
                 raise InvalidParameter(f"{config_path} is a study file: it fixes the method ({study.method}) and "
-                                       "the budget; give no PLUGIN, --epsilon, --delta, --adaptive or --neighbouring")
+                                       "the budget; give no PLUGIN, --epsilon, --delta, --adaptive, --neighbouring, "
+                                       "--workers or --ray-address")
             study, title = replace(study, name=name or study.name), study.method
         else:
             if plugin is None or epsilon is None or delta is None:
                 raise InvalidParameter("give PLUGIN, --epsilon and --delta (or --config with a study file)")
             found = get_plugin(plugin)
             config = dict(found.smoke_config) if config is None else config
+            config = {**config, **({} if workers is None else {"workers": workers}),
+                      **({} if ray_address is None else {"ray_address": ray_address})}
             if found.check_config is not None:
                 found.check_config(config)  # a bad config is refused here, before a run exists
             title = found.name
         with sigterm_as_interrupt():
             if study is None:
+                protected, public = found.data_sets(config)  # the sets this configuration reads
                 session = Session(epsilon=epsilon, delta=delta, name=name or found.name,
-                                  protected=found.protected or ("private data set",), public=found.public, rng=rng,
+                                  protected=protected or ("private data set",), public=public, rng=rng,
                                   store=obj["store"], tracking_uri=obj["tracking_uri"], adaptive=adaptive,
                                   neighbouring=neighbouring)
             else:
@@ -294,7 +305,7 @@ def verify(obj: dict, run: str | None, as_json: bool, allow_not_for_release: boo
 
     Exit 0 valid, 1 invalid (every reason listed), 2 usage error.
     """
-    from dpaudit.runs import resolve_run
+    from dpaudit.runs import locate_run
     from dpaudit.transparency import parse_head_token
     from dpaudit.trust import KeyTrust
     from dpaudit.verify import verify_bundle
@@ -312,8 +323,9 @@ def verify(obj: dict, run: str | None, as_json: bool, allow_not_for_release: boo
         else:
             if log_head is not None:
                 raise InvalidParameter("--log-head checks a whole store: use it with --store STORE and no RUN")
-            folder = resolve_run(run, store=store, tracking_uri=obj["tracking_uri"])
-            result = verify_bundle(folder, allow_not_for_release=allow_not_for_release, trust=trust, in_toto=in_toto)
+            found = locate_run(run, store=store, tracking_uri=obj["tracking_uri"])
+            result = verify_bundle(found.folder, allow_not_for_release=allow_not_for_release, trust=trust,
+                                   in_toto=in_toto, run_id=found.run_id)
     except DPAuditError as exc:
         _fail(exc)
     if as_json:
@@ -623,7 +635,8 @@ def ui(obj: dict, port: int, host: str) -> None:
         raise click.BadParameter(f"not a host name or address: {host!r}", param_hint="--host")
     uri = resolve_tracking_uri(obj["tracking_uri"])
     if not _is_loopback(host):
-        click.echo(f"warning: --host {host} serves everything in the tracking store ({uri}): released values, "
+        click.echo(f"warning: --host {host} serves everything in the tracking store ({redact_credentials(uri)}): "
+                   "released values, "
                    "ledgers, certificates and reports of every run, to whoever reaches port "
                    f"{port}. Confidential values are not in it (they stay in each run's confidential/log.sqlite).",
                    err=True)
@@ -636,7 +649,7 @@ def ui(obj: dict, port: int, host: str) -> None:
         cmd += ["--default-artifact-root", artifacts]
     from dpaudit.tracking.mirror import runs_view_url
 
-    click.echo(f"MLflow UI on {runs_view_url(uri, f'http://{host}:{port}')} for {uri}")
+    click.echo(f"MLflow UI on {runs_view_url(uri, f'http://{host}:{port}')} for {redact_credentials(uri)}")
     sys.exit(subprocess.call(cmd, env=os.environ.copy()))
 
 

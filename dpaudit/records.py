@@ -221,6 +221,8 @@ class ChargeBody:
             take private numbers; None otherwise and in ledgers written before it was recorded (then omitted).
         data: the protected data sets the charging plugin had accessed through ``Session.data`` before this charge
             (docs/data.md); omitted when none (and in ledgers written before it was recorded).
+        key: the idempotency key of a reservation made through a budget authority (:mod:`dpaudit.authority`), so
+            that a retried or resumed reservation finds its charge; omitted when None.
     """
 
     TYPE: ClassVar[str] = CHARGE
@@ -232,6 +234,7 @@ class ChargeBody:
     bound_source: str
     imputation: Mapping[str, Any] | None = None
     data: tuple[str, ...] = ()
+    key: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         body = {"event": dict(self.event), "plugin": self.plugin, "mechanism": self.mechanism,
@@ -240,6 +243,8 @@ class ChargeBody:
             body["imputation"] = dict(self.imputation)
         if self.data:
             body["data"] = list(self.data)
+        if self.key is not None:
+            body["key"] = self.key
         return body
 
     @classmethod
@@ -265,7 +270,8 @@ class ChargeBody:
         return cls(event=_get(b, CHARGE, "event", Mapping), plugin=_get(b, CHARGE, "plugin", str),
                    mechanism=_get(b, CHARGE, "mechanism", str),
                    epsilon_spent=_get(b, CHARGE, "epsilon_spent", (int, float)),
-                   bound_source=_get(b, CHARGE, "bound_source", str), imputation=imputation, data=tuple(data))
+                   bound_source=_get(b, CHARGE, "bound_source", str), imputation=imputation, data=tuple(data),
+                   key=_get(b, CHARGE, "key", str, optional=True))
 
     def privacy_event(self) -> PrivacyEvent:
         """The charged event, decoded.

@@ -26,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from dpaudit import canonical
 from dpaudit import store as run_store
 from dpaudit.accounting import DEFAULT_ACCOUNTANT, get_accountant
 from dpaudit.accounting.filters import DEFAULT_FILTER_ORDERS, FILTER_NAME, FILTER_VERSION
-from dpaudit.budget import AdaptiveBudgetFilter, BudgetFilter, Snapshot
+from dpaudit.budget import AdaptiveBudgetFilter, Admission, BudgetFilter, Snapshot
 from dpaudit.coverage import (
     AboveThresholdRound,
     CoverageState,
@@ -50,6 +51,7 @@ from dpaudit.events import (
     compose,
     neighbouring_of,
 )
+from dpaudit.head import write_head
 from dpaudit.ledger import Ledger, Record
 from dpaudit.lifecycle import exit_status
 from dpaudit.mechanisms import above_threshold, exponential, gaussian, laplace, private_inputs, randomized_response
@@ -62,6 +64,7 @@ from dpaudit.provenance import code_version, dpaudit_version
 from dpaudit.public_values import CONFIDENTIAL_KEYS, check_public
 from dpaudit.records import CHARGE, FINISHED, ChargeBody, CloseBody, InfoBody, OpenBody, RecordBody, ReleaseBody
 from dpaudit.recovery import finish_close
+from dpaudit.resume import ResumePoint, check_accounting, check_resumable, point_of, resume_info, resumed_coverage
 from dpaudit.selection import (
     AboveThresholdRounds,
     AuditedAboveThreshold,
@@ -166,7 +169,9 @@ class Session:
         rng: randomness source; :class:`SecureRandom` by default. A seeded source marks the certificate
             "not for release".
         store: run store root (default ``$DPAUDIT_HOME`` or ``./dpaudit_runs``).
-        tracking_uri: MLflow tracking URI (default ``$MLFLOW_TRACKING_URI`` or the embedded SQLite store).
+        tracking_uri: MLflow tracking URI (default ``$MLFLOW_TRACKING_URI`` or the embedded SQLite store); a
+            tracking server (``http(s)://``) needs credentials in the environment, else the session is refused
+            with ``InvalidParameter`` before its ledger exists (:func:`dpaudit.tracking.store.check_credentials`).
         mirror: mirror the ledger into MLflow (default True).
         confidential: allow :meth:`log_confidential` (raw values in the run's own 0600 file, outside MLflow).
         signing_key: path of the Ed25519 key that signs the certificate (default ``<store>/keys/``).
@@ -230,6 +235,7 @@ class Session:
         self.key_fingerprint = public_key_fingerprint(self._key)
         self.store_id = run_store.load_or_create_store_id(self._root)
         self._charges: dict[int, Charge] = {}
+        self._keys: dict[str, int] = {}  # a budget authority's idempotency key → its charge's seq (under the lock)
         self._closed = False
         self._close_status = ""  # the status the close record was written with
         self._certificate: dict[str, Any] | None = None  # set once every close step has succeeded
@@ -253,6 +259,106 @@ class Session:
             protected=self.protected, public=self.public, accountant=accounted_by, adaptive=adaptive_filter,
             randomness=self.rng.describe(), dpaudit_version=dpaudit_version(), code_version=code_version(),
             confidential_log=bool(confidential), declarations=declared))
+
+    @classmethod
+    def resume(cls, run_id: str, *, store: Path | str | None = None, signing_key: Path | str | None = None,
+               rng: RandomSource | None = None) -> Session:
+        """Reopen the unclosed run ``run_id`` of the store (its process was killed) and continue it.
+
+        The ledger is read and its chain verified (a torn final append is cut off and kept aside,
+        :meth:`~dpaudit.ledger.Ledger.open`); the budget, accountant, relation and data-set names come from its
+        ``open`` record (the accountant's name and version, and the adaptive filter, must be this dpaudit's:
+        :func:`dpaudit.resume.check_accounting`), and the filter is rebuilt by committing every charged event in
+        ledger order. The ledger must reach the run's signed head checkpoint (:mod:`dpaudit.head`), so a ledger cut
+        at a record boundary is refused; then admission and the certificate compose the charges the run made (a
+        consistent rollback of the whole run folder, ledger and checkpoint, is not detectable locally). Every charge
+        stays counted, released or not. An ``info`` record naming the records it continues and the charges never
+        released (:func:`dpaudit.resume.resume_info`) is appended first. Charges made before the restart are
+        reachable only by :meth:`charge_at` and may release only what their coverage has left
+        (:func:`dpaudit.resume.resumed_coverage`: no training run or AboveThreshold round of theirs runs again). Not
+        carried over: the user's own data sources (catalog data sets stay reachable through :meth:`data`), plugin
+        versions registered before the restart, and the MLflow mirror (``dpaudit mirror sync RUN`` after the close).
+
+        Args:
+            run_id: the run's id in the store.
+            store: the run store (default ``$DPAUDIT_HOME`` or ``./dpaudit_runs``).
+            signing_key: the key the ``open`` record names (default the store's); any other is refused.
+            rng: the randomness source (default :class:`SecureRandom`); it must describe itself as the ``open``
+                record's does, except that a seeded run needs an explicit ``SeededRandom`` with a seed the run has
+                not used (the same seed would replay noise already released).
+
+        Raises:
+            InvalidParameter: no such run, a run with a close record, another key, another kind of randomness (or
+                a reused seed), or another accountant version (``dpaudit recover RUN`` closes it as it stands).
+            LedgerError: the ledger is damaged, names another run id or store than the folder's, or ends before its
+                signed head checkpoint (or the checkpoint is missing or not signed by the run key).
+        """
+        root = run_store.store_root(store)
+        run_dir = run_store.run_folder(root, run_id)
+        if not (run_dir / run_store.LEDGER).is_file():
+            raise InvalidParameter(f"no run {run_id!r} in the store {root} (no {run_store.LEDGER})")
+        key_path = Path(signing_key) if signing_key else run_store.default_key_path(root)
+        rng = rng if rng is not None else SecureRandom()
+        key, opened = check_resumable(run_dir, root, key_path, rng.describe())  # nothing is written before the checks
+        self = cls.__new__(cls)
+        self.rng = rng
+        self._filter, accounted_by, adaptive_filter = _budget_filter(
+            opened.epsilon, opened.delta, None if opened.adaptive else opened.accountant["name"],
+            opened.adaptive is not None, None if opened.adaptive is None else opened.adaptive["orders"])
+        check_accounting(run_id, opened, accounted_by, adaptive_filter)
+        ledger = Ledger.open(run_dir / run_store.LEDGER)
+        try:
+            point = self._rebuild(point_of(run_dir, ledger.records()))
+        except BaseException:
+            ledger.close()
+            raise
+        opened = point.opened
+        self.neighbouring = Neighbouring(opened.neighbouring)
+        self.name, self.protected, self.public, self.data_sources = opened.name, opened.protected, opened.public, {}
+        self._root, self._key_path, self._key = root, key_path, key
+        self.key_fingerprint = public_key_fingerprint(key)
+        self.store_id = opened.store_id or run_store.load_or_create_store_id(root)
+        self._closed, self._close_status, self._certificate = False, "", None
+        self._plugins, self._rounds = {}, {}
+        self.run_id, self.run_dir, self._ledger = run_id, run_dir, ledger
+        self._tracking = open_session_mirror(False, None, run_id)
+        self._confidential = ConfidentialLog(run_dir) if opened.confidential_log else None
+        self.record_info("session", resume_info(point, ledger.recovery, rng.describe()))
+        return self
+
+    def _rebuild(self, point: ResumePoint) -> ResumePoint:
+        """The charges, keys, coverage and data accesses of a resumed session, and its (new, empty) filter's
+        state, from its ledger (for :meth:`resume`).
+
+        Raises:
+            LedgerError, DPAuditError: a charge record that does not decode.
+        """
+        self._charges, self._keys, self._coverage, self._touched = {}, {}, {}, {}
+        for seq, body in point.charges:  # the filter, charges and coverage an uninterrupted run would hold now
+            event = body.privacy_event()
+            self._filter.commit(event, Admission(body.epsilon_spent, body.bound_source))
+            self._charges[seq] = Charge(seq, event, body.plugin, body.mechanism)
+            if body.key is not None:
+                self._keys[body.key] = seq
+            state = resumed_coverage(event, point.released.get(seq, ()))
+            if state is not None:
+                self._coverage[seq] = state
+            touched = self._touched.get(body.plugin, ())
+            self._touched[body.plugin] = (*touched, *(d for d in body.data if d not in touched))
+        return point
+
+    def charge_at(self, seq: int) -> Charge:
+        """The charge this session holds whose ``charge`` record has sequence number ``seq`` (one made before a
+        :meth:`resume` included; what it may still release is its coverage, :meth:`coverage`).
+
+        Raises:
+            InvalidParameter: no charge of this session has that sequence number.
+        """
+        with self._locked():
+            charge = self._charges.get(seq)
+        if charge is None:
+            raise InvalidParameter(f"no charge with sequence number {seq!r} in this session")
+        return charge
 
     # --- context management -----------------------------------------------------------------------------------
 
@@ -326,6 +432,7 @@ class Session:
         with self._locked():
             self._check_open()
             record = self._ledger.append(body.TYPE, described)
+            write_head(self.run_dir, self.run_id, record, self._key)  # after the fsync: never ahead of the ledger
             self._tracking.enqueue(record, self._filter.spent)
         return record
 
@@ -334,22 +441,28 @@ class Session:
             raise DPAuditError("session is closed; open a new Session")
 
     def charge(self, event: PrivacyEvent, *, plugin: str, mechanism: str,
-               imputation: private_inputs.Imputation | None = None) -> Charge:
+               imputation: private_inputs.Imputation | None = None, key: str | None = None) -> Charge:
         """Reserve budget for ``event`` and write its ``charge`` record, before any noise is drawn.
 
         ``imputation`` is the public rule the release applies to its private numbers (the session's own mechanisms
         pass :data:`~dpaudit.mechanisms.private_inputs.RULE`); it is recorded in the charge record, the same for
-        every such charge whatever the data.
+        every such charge whatever the data. ``key`` is a budget authority's idempotency key
+        (:mod:`dpaudit.authority`), recorded in the charge record and unique in the session (kept through
+        :meth:`resume`): a charge with a key already charged for the same event, plugin and mechanism returns that
+        charge and writes nothing; for another request it is refused.
 
         Raises:
             BudgetExceeded: the composed ε would exceed the budget; nothing is charged or written.
             UnsupportedEvent: wrong neighbouring relation, or the accountant cannot bound the event.
+            InvalidParameter: a bad name or key, or a key charged before for another request.
         """
         self._check_open()
         if not isinstance(event, PrivacyEvent):
             raise InvalidParameter(f"charge needs a PrivacyEvent, got {type(event).__name__}")
         _check_name("plugin", plugin)
         _check_name("mechanism", mechanism)
+        if key is not None:
+            _check_name("key", key)
         relation = neighbouring_of(event)
         if relation is not self.neighbouring:
             raise UnsupportedEvent(
@@ -359,10 +472,13 @@ class Session:
         check_public(described, CONFIDENTIAL_KEYS, "charge record")
         body = {"event": described, "plugin": plugin, "mechanism": mechanism,
                 "imputation": None if imputation is None else imputation.to_dict(),
-                "data": self._touched.get(plugin, ())}  # the protected sets this plugin accessed so far
+                "data": self._touched.get(plugin, ()), "key": key}  # data: the protected sets the plugin accessed
         while True:  # the expensive bound is computed on a snapshot without the lock (dpaudit/budget.py)
             with self._locked():
                 self._check_open()
+                known = self._keyed(key, body)
+                if known is not None:
+                    return known
                 snapshot = self._filter.snapshot()
                 admission = _admitted(self._filter.admit_fast, event, snapshot)
                 if admission is not None:
@@ -376,16 +492,50 @@ class Session:
                 continue  # decided on events that are no longer all: decide again
             with self._locked():
                 self._check_open()
+                known = self._keyed(key, body)
+                if known is not None:
+                    return known
                 if self._filter.is_current(snapshot):
                     return self._commit_charge(event, body, admission)
+
+    def _keyed(self, key: str | None, body: Mapping[str, Any]) -> Charge | None:
+        """The charge already made with ``key`` (under the held lock): a retry of the same request gets it back;
+        None for no key or a new one.
+
+        Raises:
+            InvalidParameter: ``key`` was charged for another event, plugin or mechanism.
+        """
+        seq = None if key is None else self._keys.get(key)
+        if seq is None:
+            return None
+        charge = self._charges[seq]
+        if (canonical.encode(charge.event.to_dict()), charge.plugin, charge.mechanism) != (
+                canonical.encode(body["event"]), body["plugin"], body["mechanism"]):
+            raise InvalidParameter(f"key {key!r} was charged (charge {seq}) for another event, plugin or mechanism: "
+                                   "a key names one reservation")
+        return charge
+
+    def keyed_charge(self, key: str) -> Charge | None:
+        """The charge made with idempotency key ``key`` (:meth:`charge`), None if there is none."""
+        with self._locked():
+            seq = self._keys.get(key)
+            return None if seq is None else self._charges[seq]
+
+    def keyed_seqs(self) -> tuple[tuple[str, int], ...]:
+        """(key, charge seq) of every charge made with an idempotency key, in charge order."""
+        with self._locked():
+            return tuple(sorted(self._keys.items(), key=lambda item: item[1]))
 
     def _commit_charge(self, event: PrivacyEvent, body: dict[str, Any], admission: Any) -> Charge:
         """Append the charge record and commit ``event`` to the filter, in one step under the held lock."""
         record = self._ledger.append(CHARGE, ChargeBody(**body, epsilon_spent=admission.epsilon,
                                                         bound_source=admission.source).to_dict())
+        write_head(self.run_dir, self.run_id, record, self._key)
         self._filter.commit(event, admission)
         charge = Charge(record.seq, event, body["plugin"], body["mechanism"])
         self._charges[record.seq] = charge
+        if body["key"] is not None:
+            self._keys[body["key"]] = record.seq
         self._tracking.enqueue(record, self._filter.spent)
         return charge
 

@@ -124,7 +124,8 @@ class VerificationReport:
 @cyclic_gc_paused()  # objects kept per record: full collections would walk them all (dpaudit/gcpause.py)
 @bodies_kept()  # the checks and the regenerated report parse each charge and release body once
 def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
-                  trust: KeyTrust | None = None, in_toto: Path | None = None) -> VerificationReport:
+                  trust: KeyTrust | None = None, in_toto: Path | None = None,
+                  run_id: str | None = None) -> VerificationReport:
     """Verify an evidence bundle folder offline (no MLflow needed).
 
     Args:
@@ -136,6 +137,9 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
             ``./dpaudit_runs``). A run of another store needs ``KeyTrust.default(store)`` or a pinned key.
         in_toto: an in-toto DSSE envelope of the run (:mod:`dpaudit.intoto`) to check besides the bundle's own
             ``certificate.intoto.json``, which is checked whenever the bundle carries one.
+        run_id: the run the caller asked for (``dpaudit verify RUN_ID``, :func:`dpaudit.runs.locate_run`): the
+            certificate and the ledger's open record must name it (``requested-run`` check), so that a bundle
+            uploaded under another run's name (an MLflow run tagged with that id) is not certified as that run.
 
     A folder with a ledger but no certificate (a session that never closed) is reported invalid after its ledger
     chain is checked, so an auditor can see that a crashed run's ledger verifies up to its last record.
@@ -180,6 +184,8 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
     _check_certificate(report, certificate, records, public_pem, allow_not_for_release)
     _check_key_trust(report, public_pem, trust)
     _check_run_binding(report, bundle, certificate, records[0].body if records[0].type == OPEN else {}, trust)
+    if run_id is not None:
+        _check_requested_run(report, run_id, certificate, records[0].body if records[0].type == OPEN else {})
     if os.path.lexists(bundle / PROV_FILE):
         _check_prov(report, bundle / PROV_FILE, records, certificate)
     own = [bundle / ENVELOPE_FILE] if os.path.lexists(bundle / ENVELOPE_FILE) else []
@@ -200,8 +206,8 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
     opened = records[0].body if records[0].type == OPEN else {}
     _check_claim(report, certificate, charges, opened)
     _check_components(report, records, certificate, charges)
-    ok, detail, report.warnings = checked_fields(certificate, records, [e for _, e in charges],
-                                                 collect_assumptions(charges, adaptive="adaptive" in opened))
+    needed_assumptions = collect_assumptions(charges, adaptive="adaptive" in opened)
+    ok, detail, report.warnings = checked_fields(certificate, records, [e for _, e in charges], needed_assumptions)
     report.add("nist-fields", ok, detail)
     assumptions = certificate.get("assumptions", [])
     if not (isinstance(assumptions, list) and all(isinstance(a, dict) and isinstance(a.get("id"), str)
@@ -209,7 +215,7 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
         report.add("assumptions-listed", False, "the certificate's assumptions are not a list of {id, statement}")
         return report  # a hostile certificate: reported, not a crash
     listed = {(a["id"], a["statement"]) for a in assumptions}
-    needed = {(a["id"], a["statement"]) for a in collect_assumptions(charges, adaptive="adaptive" in opened)}
+    needed = {(a["id"], a["statement"]) for a in needed_assumptions}
     missing = needed - listed
     conditional = sum(1 for a in assumptions if a.get("conditional"))
     report.add("assumptions-listed", not missing,
@@ -414,6 +420,19 @@ def _check_run_binding(report: VerificationReport, bundle: Path, cert: dict[str,
         _check_logged(report, store, bundle.name, cert, trust)
 
 
+def _check_requested_run(report: VerificationReport, requested: str, cert: dict[str, Any],
+                         opened: dict[str, Any]) -> None:
+    """The run asked for is the run certified: the signed certificate (a current-format one; a legacy certificate
+    names no run) and the ledger's open record both name ``requested``."""
+    run = cert.get("run") if isinstance(cert.get("run"), dict) else {}
+    named = {"the certificate": run.get("id") if cert.get("format") == FORMAT else None,
+             "the ledger's open record": opened.get("run_id")}
+    wrong = [f"{where} names run {got!r}" for where, got in named.items() if got != requested]
+    report.add("requested-run", not wrong,
+               f"asked to verify run {requested!r}, but {' and '.join(wrong)} (another run's evidence under its "
+               "name?)" if wrong else f"the certificate and the ledger are run {requested}'s")
+
+
 def _check_logged(report: VerificationReport, store: Path, run_id: str, cert: dict[str, Any],
                   trust: KeyTrust) -> None:
     """The store's transparency log names run ``run_id`` (the folder's name) with this very certificate, under a
@@ -515,43 +534,57 @@ def _check_data_access(report: VerificationReport, records: list[Record]) -> Non
 
 def _check_audit(report: VerificationReport, records: list[Record], charges: list[tuple[int, PrivacyEvent]]) -> None:
     """Recompute every one-run audit's ε_lb from the canary scores and bits in the ledger
-    (:func:`dpaudit.audit.evidence.audit_problems`); a ledger without audit evidence gets no ``audit`` line."""
+    (:func:`dpaudit.audit.evidence.audit_problems`: with every commitment answered, and the levels shown); a ledger
+    without audit evidence or commitments gets no ``audit`` line."""
     from dpaudit.audit.evidence import audit_problems  # deferred: the audit's PLD tools are needed only here
 
-    problems, checked = audit_problems(records, charges)
-    if checked or problems:
-        report.add("audit", not problems, "; ".join(problems) or
-                   f"{plural(checked, 'audit')}: committed design, epsilon_cert and both tests' epsilon_lb recomputed")
+    problems, line = audit_problems(records, charges)
+    if line is not None or problems:
+        report.add("audit", not problems, "; ".join(problems) or str(line))
 
 
 def _check_epsilon_claims(report: VerificationReport, records: list[Record],
                           charges: list[tuple[int, PrivacyEvent]]) -> None:
-    """Re-derive every ε a plugin stated about its charges (``epsilon_claim``, :mod:`dpaudit.epsilon_claims`); a
-    ledger without such statements gets no ``epsilon-claims`` line."""
-    from dpaudit.epsilon_claims import claim_problems
+    """Re-derive every ε a plugin stated about its charges (``epsilon_claim``, :mod:`dpaudit.epsilon_claims`) and
+    compare every value it stated to be a release with that release (``release_claim``); a ledger without such
+    statements gets no ``epsilon-claims`` / ``released-values`` line."""
+    from dpaudit.epsilon_claims import claim_problems, release_claim_problems
 
     problems, checked = claim_problems(records, charges)
     if checked or problems:
         report.add("epsilon-claims", not problems, "; ".join(problems) or
                    f"{plural(checked, 'stated epsilon')} recomputed from the charges they name, none below")
+    problems, checked = release_claim_problems(records, charges)
+    if checked or problems:
+        report.add("released-values", not problems, "; ".join(problems) or
+                   f"{plural(checked, 'stated value')} equal to the ledger's releases they name, clipped, with "
+                   "their charges' mechanism, epsilon and sensitivity; every required claim present")
 
 
 def _check_public_bodies(report: VerificationReport, records: list[Record]) -> None:
     """No record body holds a confidential key (a raw value that the session should have refused)."""
     clean: set[int] = set()  # member objects found clean: a ledger read shares repeated members (dpaudit.ledger)
+    public: set[Any] = set()  # body keys found not confidential (10⁵ bodies repeat a handful of keys)
     found = [f"record {r.seq} ({r.type}): {path}" for r in records
-             if (path := _confidential_path(r.body, clean)) is not None]
+             if (path := _confidential_path(r.body, clean, public)) is not None]
     report.add("public-bodies", not found, "confidential keys in the ledger: " + "; ".join(found) if found
                else f"{len(records)} record bodies hold no confidential key")
 
 
-def _confidential_path(body: dict[str, Any], clean: set[int]) -> str | None:
+#: the types of JSON scalars, which hold no key
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _confidential_path(body: dict[str, Any], clean: set[int], public: set[Any]) -> str | None:
     """:func:`~dpaudit.public_values.find_confidential` of ``body``, walking each member object once: ``clean`` holds
-    the ids of the members already found clean (the records keep them alive, so no id is reused meanwhile)."""
+    the ids of the members already found clean (the records keep them alive, so no id is reused meanwhile), and
+    ``public`` the keys already found not confidential (each key's lower case is looked up once)."""
     for key, value in body.items():
-        if str(key).lower() in CONFIDENTIAL_KEYS:
-            return str(key).lstrip(".")
-        if not isinstance(value, (str, int, float, type(None))) and id(value) not in clean:
+        if key not in public:
+            if str(key).lower() in CONFIDENTIAL_KEYS:
+                return str(key).lstrip(".")
+            public.add(key)
+        if type(value) not in _JSON_SCALARS and id(value) not in clean:
             path = find_confidential(value)
             if path is not None:
                 return (f"{key}{path}" if path.startswith("[") else f"{key}.{path}").lstrip(".")
@@ -568,14 +601,22 @@ def _check_releases(report: VerificationReport, bundle: Path, records: list[Reco
     """
     events = dict(charges)
     states: dict[int, CoverageState | UncoveredRelease] = {}
+    # a fresh charge's state is a pure function of its event, and immutable: one per event object (equal charges
+    # decode to one, ChargeBody.privacy_event; ``events`` keeps every one alive, so no id is reused meanwhile)
+    fresh: dict[int, CoverageState | UncoveredRelease] = {}
     problems: list[str] = []
     released = 0
     for r in records:
         if r.type == CHARGE:
-            try:
-                states[r.seq] = unused(events[r.seq])
-            except UncoveredRelease as exc:  # no release rule: any release against it is reported below
-                states[r.seq] = exc
+            event = events[r.seq]
+            state = fresh.get(id(event))
+            if state is None:
+                try:
+                    state = unused(event)
+                except UncoveredRelease as exc:  # no release rule: any release against it is reported below
+                    state = exc
+                fresh[id(event)] = state
+            states[r.seq] = state
             continue
         if r.type != RELEASE:
             continue

@@ -132,6 +132,7 @@ def report_from(records: list[Record], certificate: dict[str, Any] | None, run_d
     events: list[dict[str, Any]] = []
     charged: dict[int, PrivacyEvent] = {}
     released: list[dict[str, Any]] = []
+    granted: list[int] = []  # seqs of charges made through a budget authority (their record names a key)
     info, selected = [], []
     close_status = None
     described: dict[int, dict[str, Any]] = {}  # by event object: equal charges share one (ChargeBody.privacy_event)
@@ -141,6 +142,8 @@ def report_from(records: list[Record], certificate: dict[str, Any] | None, run_d
             event = charged[r.seq] = charge.privacy_event() if decoded is None else decoded[r.seq]
             if id(event) not in described:  # ``charged`` keeps every event alive: no id is reused meanwhile
                 described[id(event)] = _describe(event)
+            if charge.key is not None:  # a budget authority's grant (dpaudit/authority.py)
+                granted.append(r.seq)
             events.append({"seq": r.seq, "time": r.time, "plugin": charge.plugin, "mechanism": charge.mechanism,
                            "epsilon_spent": charge.epsilon_spent, "bound_source": charge.bound_source,
                            **described[id(event)]})
@@ -198,6 +201,9 @@ def report_from(records: list[Record], certificate: dict[str, Any] | None, run_d
         "assumptions": certificate["assumptions"] if certificate else [],
         "certificate": certificate,
     }
+    never = [seq for seq in granted if per_charge.get(seq, 0) == 0]
+    if never:  # only ledgers with authority grants have the key: older reports keep their bytes (verify compares them)
+        model["reserved_unreleased"] = never
     model["summary"] = wording.summary(model)
     model["glossary"] = [{"term": term, "meaning": meaning} for term, meaning in wording.GLOSSARY]
     return model

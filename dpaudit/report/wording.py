@@ -145,7 +145,13 @@ def _released_lines(model: Mapping[str, Any]) -> list[str]:
         more = f"; … (all {len(rels)} under Released values)" if len(rels) > QUOTED_VALUES else ""
         lines.append(f"{plural(len(rels), 'noisy value')} from {plugin} / {mechanism} ({rels[0]['label']}): "
                      f"{quoted}{more}")
-    return lines or ["Nothing: the ledger holds no release record."]
+    lines = lines or ["Nothing: the ledger holds no release record."]
+    never = [str(seq) for seq in model.get("reserved_unreleased", ())]
+    if never:  # a budget authority's grant whose worker died: its noise may exist, so it stays charged
+        shown = ", ".join(never[:QUOTED_VALUES]) + (", …" if len(never) > QUOTED_VALUES else "")
+        lines.append(f"Reserved, never released: {plural(len(never), 'charge')} (seq {shown}), each counted in the "
+                     "guarantee like every other charge.")
+    return lines
 
 
 #: the RDP orders the privacy statement quotes from the certificate's native guarantee
@@ -261,8 +267,11 @@ def audit_lines(info: Sequence[Mapping[str, Any]]) -> list[str]:
             f"empirical lower bounds (rounded down) at {f'{100 * (1 - level):g}%' if _number(level) else 'n/a'} "
             "confidence: "
             f"Steinke et al. ε_lb = {_lower(audit.get('epsilon_lb_steinke'))}, f-DP (Mahloujifar et al.) ε_lb = "
-            f"{_lower(audit.get('epsilon_lb_fdp'))} (assumes {audit.get('fdp_assumes')}). An audit can refute a "
-            "claim; it cannot show that a run is private.")
+            f"{_lower(audit.get('epsilon_lb_fdp'))} (assumes {audit.get('fdp_assumes')})"
+            + (f"; last-iterate heuristic ε = {show(audit['epsilon_last_iterate_heuristic'])} (Steinke et al. 2024: "
+               "exact for linear losses only, a heuristic, not a bound in either direction)"
+               if _number(audit.get("epsilon_last_iterate_heuristic")) else "")
+            + ". An audit can refute a claim; it cannot show that a run is private.")
     return lines
 
 

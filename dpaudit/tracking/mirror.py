@@ -50,7 +50,13 @@ from dpaudit.tracking.entities import (
     record_entities,
 )
 from dpaudit.tracking.run_page import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, RUN_ID_TAG
-from dpaudit.tracking.store import prepare_store
+from dpaudit.tracking.store import (
+    check_credentials,
+    is_server,
+    prepare_store,
+    redact_credentials,
+    use_server_defaults,
+)
 from dpaudit.validation import check_count
 
 RECORDS = "records"
@@ -63,7 +69,13 @@ _ALREADY_EXISTS = ErrorCode.Name(RESOURCE_ALREADY_EXISTS)
 
 
 class MirrorError(DPAuditError):
-    """MLflow could not be written; the ledger is complete and :meth:`MlflowMirror.resync` can catch up."""
+    """MLflow could not be written; the ledger is complete and :meth:`MlflowMirror.resync` can catch up.
+
+    Its message never shows a URI's ``user:password@`` (:func:`~dpaudit.tracking.store.redact_credentials`).
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact_credentials(message))
 
 
 def ensure_experiment(client: MlflowClient, name: str, artifact_location: str | None,
@@ -160,7 +172,9 @@ class MlflowMirror:
             :data:`~dpaudit.public_values.CONFIDENTIAL_KEYS`.
 
     Raises:
-        InvalidParameter: empty URI or experiment name, or a batch size < 1.
+        InvalidParameter: empty URI or experiment name, a batch size < 1, or a tracking server without credentials
+            (:func:`~dpaudit.tracking.store.check_credentials`: nothing is sent). With a server, MLflow's
+            client is set to try each request once (:func:`~dpaudit.tracking.store.use_server_defaults`).
     """
 
     def __init__(self, tracking_uri: str, experiment: str = "dpaudit", batch_size: int = 200, *,
@@ -170,6 +184,9 @@ class MlflowMirror:
         if not isinstance(experiment, str) or not experiment.strip():
             raise InvalidParameter(f"experiment must be a non-empty string, got {experiment!r}")
         self.batch_size = check_count("batch_size", batch_size)
+        check_credentials(tracking_uri)
+        if is_server(tracking_uri):
+            use_server_defaults()
         self.tracking_uri = tracking_uri
         self.experiment = experiment
         self.confidential_keys = confidential_key_set(confidential_keys)
@@ -242,41 +259,58 @@ class MlflowMirror:
     def find_session_run(self, run_id: str) -> Run | None:
         """The MLflow run of dpaudit run ``run_id``: the oldest run of this mirror's experiment tagged
         ``dpaudit.run_id = run_id``, else a run whose MLflow id is ``run_id`` (runs mirrored before the session made
-        its own ids), else None. Reads only: a missing experiment is not created.
+        its own ids), else None. Reads only: a missing experiment is not created. For writing the mirror (a session,
+        ``dpaudit mirror sync``); what is verified is found by :meth:`find_run`, which refuses two tagged runs.
 
         Raises:
             MirrorError: MLflow cannot be read.
         """
+        tagged = self._tagged_runs(run_id, 1)
+        return tagged[0] if tagged else self._run_by_mlflow_id(run_id)
+
+    def find_run(self, run_id: str) -> Run:
+        """The one MLflow run of ``run_id``: a dpaudit run id (tag ``dpaudit.run_id``) or an MLflow run id.
+
+        Any user who may edit the experiment can create a run carrying another run's tag, so when two runs carry it
+        none is chosen (the oldest could be a planted copy with an early ``start_time``).
+
+        Raises:
+            VerificationError: no such run in this store, more than one run tagged ``dpaudit.run_id = run_id``, or
+                the store cannot be read.
+        """
+        try:
+            tagged = self._tagged_runs(run_id, 2)
+            run = tagged[0] if len(tagged) == 1 else None if tagged else self._run_by_mlflow_id(run_id)
+        except MirrorError as exc:
+            raise VerificationError(str(exc)) from exc
+        if len(tagged) > 1:
+            raise VerificationError(
+                f"more than one MLflow run at {redact_credentials(self.tracking_uri)} is tagged {RUN_ID_TAG} = "
+                f"{run_id!r} (e.g. {tagged[0].info.run_id} and {tagged[1].info.run_id}): refusing to choose one, since "
+                "any user who may edit the experiment can plant a copy; give the MLflow run id, or the run's folder")
+        if run is None:
+            raise VerificationError(f"MLflow run {run_id!r} not found at {redact_credentials(self.tracking_uri)} "
+                                    f"(neither a run tagged {RUN_ID_TAG} = {run_id!r} nor an MLflow run id)")
+        return run
+
+    def _tagged_runs(self, run_id: str, limit: int) -> list[Run]:
+        """Up to ``limit`` runs of this mirror's experiment tagged ``dpaudit.run_id = run_id``, oldest first."""
         try:
             experiment = self.client.get_experiment_by_name(self.experiment)
-            if experiment is not None and is_run_id(run_id):  # no quote can reach the filter string
-                found = self.client.search_runs([experiment.experiment_id], f"tags.`{RUN_ID_TAG}` = '{run_id}'",
-                                                max_results=1, order_by=["attributes.start_time ASC"])
-                if found:
-                    return found[0]
+            if experiment is None or not is_run_id(run_id):  # no quote can reach the filter string
+                return []
+            return list(self.client.search_runs([experiment.experiment_id], f"tags.`{RUN_ID_TAG}` = '{run_id}'",
+                                                max_results=limit, order_by=["attributes.start_time ASC"]))
         except Exception as exc:
             raise MirrorError(f"cannot search MLflow at {self.tracking_uri} for run {run_id!r}: {exc}") from exc
+
+    def _run_by_mlflow_id(self, run_id: str) -> Run | None:
         try:
             return self.client.get_run(run_id)
         except MlflowException:
             return None
         except Exception as exc:
             raise MirrorError(f"cannot read MLflow run {run_id!r} at {self.tracking_uri}: {exc}") from exc
-
-    def find_run(self, run_id: str) -> Run:
-        """The MLflow run of ``run_id``: a dpaudit run id (tag ``dpaudit.run_id``) or an MLflow run id.
-
-        Raises:
-            VerificationError: no such run in this store (or the store cannot be read).
-        """
-        try:
-            run = self.find_session_run(run_id)
-        except MirrorError as exc:
-            raise VerificationError(str(exc)) from exc
-        if run is None:
-            raise VerificationError(f"MLflow run {run_id!r} not found at {self.tracking_uri} (neither a run tagged "
-                                    f"{RUN_ID_TAG} = {run_id!r} nor an MLflow run id)")
-        return run
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         """Set run tags (e.g. the certified claim at close), in calls of at most MLflow's per-call limit.
@@ -384,6 +418,16 @@ class MlflowMirror:
             state.drop_through_marks()
         state.failure = None
 
+    def failure(self) -> Exception | None:
+        """The failure of an automatic write that :meth:`record` kept (a run's buffer is waiting), or None."""
+        with self._lock:
+            return next((s.failure for s in self._runs.values() if s.failure is not None), None)
+
+    def unwritten(self) -> set[int]:
+        """The ``seq`` of every buffered ledger record not yet written, over all runs."""
+        with self._lock:
+            return {seq for state in self._runs.values() for seq in state.records}
+
     def flush(self) -> None:
         """Write every buffered item of every run.
 
@@ -459,20 +503,21 @@ class MlflowMirror:
         except Exception as exc:
             raise MirrorError(f"cannot attach artifacts to MLflow run {run_id}: {exc}") from exc
 
-    def download_artifacts(self, run_id: str, dst: Path) -> Path:
+    def download_artifacts(self, run: str | Run, dst: Path) -> Path:
         """Download all of the run's artifacts into ``dst`` and return the local folder (for ``dpaudit verify``).
 
         Args:
-            run_id: a dpaudit run id or an MLflow run id (:meth:`find_run`).
+            run: a dpaudit run id or an MLflow run id (:meth:`find_run`), or a run :meth:`find_run` returned.
             dst: the folder to download into.
 
         Raises:
             VerificationError: no such run, or its artifacts cannot be read.
         """
-        found = self.find_run(run_id).info.run_id
+        found = (run if isinstance(run, Run) else self.find_run(run)).info.run_id
         dst = Path(dst)
         dst.mkdir(parents=True, exist_ok=True)
         try:
             return Path(self.client.download_artifacts(found, "", str(dst)))
         except Exception as exc:
-            raise VerificationError(f"cannot download the artifacts of MLflow run {run_id}: {exc}") from exc
+            raise VerificationError(redact_credentials(f"cannot download the artifacts of MLflow run {found}: {exc}")
+                                    ) from exc

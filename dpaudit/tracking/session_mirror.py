@@ -15,16 +15,26 @@ the budget lock, and a session that is never mirrored never imports MLflow.
 A charge made inside a trial goes to the trial's nested run whole and to the session run as a burn-down point only,
 so the session's burn-down has a step at every charge.
 
-Failures never reach the audited path: the first failed action is remembered, later ones are skipped (which run
-each record belongs to is still noted). At close (:meth:`SessionMirror.finish`) the worker catches every run up
-from the ledger after a failure, attaches the run folder's files, states the certified claim on the run page
-(:mod:`dpaudit.tracking.run_page`) and ends the run. Close waits for it at most :data:`FINISH_TIMEOUT_S`, then
-names the command that completes the mirror (``dpaudit mirror sync RUN``, :func:`sync_mirror`).
+No release waits on the mirror. The queue is bounded (:data:`QUEUE_LIMIT` items): an item that finds it full is
+dropped from the mirror, never from the ledger, and counted. A failed action (or a write that
+:class:`~dpaudit.tracking.mirror.MlflowMirror` kept buffered after a failure) is retried by the worker alone, with
+back-off (:data:`RETRY_DELAYS_S`); a mirroring session makes MLflow's own HTTP client try each request once
+(:data:`~dpaudit.tracking.store.SERVER_CLIENT_DEFAULTS`), so no MLflow call sleeps through minutes of retries. When
+the retries are spent, or an item was dropped, the failure is remembered and later items are skipped (which run
+each record belongs to is still noted): mirroring a record above a gap would raise the run's high-water mark over
+it. Every ledger record not known to be in MLflow is counted (:attr:`SessionMirror.unsent`).
+
+At close (:meth:`SessionMirror.finish`) the worker catches every run up from the ledger after a failure, attaches
+the run folder's files, states the certified claim on the run page (:mod:`dpaudit.tracking.run_page`) and ends the
+run. Close waits for it at most :data:`FINISH_TIMEOUT_S`; if MLflow is still out of reach it reports the gap (how
+many ledger records are not in MLflow) and the command that fills it (``dpaudit mirror sync RUN``,
+:func:`sync_mirror`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import sys
 import tempfile
@@ -32,7 +42,7 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,13 +60,34 @@ from dpaudit.tracking.run_page import (
     hyperparameters,
     session_run,
 )
+from dpaudit.tracking.store import redact_credentials
 
 if TYPE_CHECKING:  # mlflow is imported only by the worker of a session that mirrors
     from dpaudit.tracking.mirror import MlflowMirror
 
 FINISH_TIMEOUT_S = 300.0
 """How long close waits for the mirror to catch up before it warns and returns (the ledger is complete anyway)."""
+QUEUE_LIMIT = 10_000
+"""Most items the mirror's queue holds; an item that finds it full is dropped from the mirror (never the ledger)."""
+RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0)
+"""The worker's back-off between attempts of a failed action (about 15 s in all); close cuts it short."""
 EXPERIMENT = "dpaudit"
+_GC_FROZEN = threading.Event()  # set once the first mirror of the process has frozen the objects alive (_connected)
+
+
+class MirrorBacklog(DPAuditError):
+    """The mirror's queue was full: MLflow was slower than the session, and records were left to the catch-up."""
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One queued action: ``always`` (the finishing item) runs even after a failure; ``seq`` is the ledger record it
+    sends (None for others); ``public`` marks a public metric or artifact, which is not in the ledger."""
+
+    action: Callable[[], None]
+    always: bool = False
+    seq: int | None = None
+    public: bool = False
 
 
 def new_run_id() -> str:
@@ -72,30 +103,57 @@ class SessionMirror:
     file (:mod:`dpaudit.tracking.confidential`).
 
     Args:
-        connect: makes the MLflow mirror (called once, in the worker), or None when the session does not mirror.
+        connect: makes the MLflow mirror (called in the worker, again after a failure until it succeeds), or None
+            when the session does not mirror.
         run_id: the session's run id (the MLflow run's tag ``dpaudit.run_id``).
+        queue_limit: most queued items (:data:`QUEUE_LIMIT`).
+        retry_delays: the worker's back-off in seconds between attempts of a failed action (:data:`RETRY_DELAYS_S`).
+
+    Attributes:
+        error: the first failure (or :class:`MirrorBacklog`), None while every item was sent.
+        unsent: ``seq`` of the ledger records not known to be in MLflow: dropped at a full queue, skipped after the
+            failure, or buffered when it became final (a close that catches up does not clear it).
+        dropped: how many items found the queue full.
+        lost_public: public metrics and artifacts not sent (not in the ledger, so no catch-up brings them back).
     """
 
-    def __init__(self, connect: Callable[[], MlflowMirror] | None, run_id: str) -> None:
+    def __init__(self, connect: Callable[[], MlflowMirror] | None, run_id: str, *, queue_limit: int = QUEUE_LIMIT,
+                 retry_delays: Sequence[float] = RETRY_DELAYS_S) -> None:
         self._connect = connect
         self.run_id = run_id
+        self.queue_limit = queue_limit
+        self.retry_delays = tuple(retry_delays)
         self.mirror: MlflowMirror | None = None
         self.error: Exception | None = None
+        self.unsent: set[int] = set()
+        self.dropped = 0
+        self.lost_public = 0
+        self._closing = False
         self.mirrored_to: dict[int, str] = {}  # ledger seq -> the run (session or trial target) it belongs to
         self._mlflow_ids: dict[str, str] = {}  # run target -> its MLflow run id, once created
         self._opened: Mapping[str, Any] | None = None  # the open record's body: the session run's params and tags
         self._trial: str | None = None
         self._trial_numbers = itertools.count()
-        self._pending: deque[tuple[Callable[[], None], bool]] = deque()  # (action, run even after a failure)
+        self._pending: deque[_Item] = deque()
         self._busy = False
         self._cond = threading.Condition()
         self._worker: threading.Thread | None = None
 
     # --- queueing (the session's threads) ---------------------------------------------------------------------
 
-    def _put(self, action: Callable[[], None], always: bool = False) -> None:
+    def _put(self, item: _Item) -> None:
+        """Queue ``item`` (a few list operations under the lock; never waits for the worker). A full queue drops
+        it, counts it, and stops the live mirror: the records above the gap are left to the catch-up."""
         with self._cond:
-            self._pending.append((action, always))
+            if not item.always and len(self._pending) >= self.queue_limit:
+                self.dropped += 1
+                self._note_unsent(item)
+                if self.error is None:
+                    self.error = MirrorBacklog(f"the mirror's queue was full ({self.queue_limit} items): MLflow "
+                                               "was slower than the session")
+                self._cond.notify_all()
+                return
+            self._pending.append(item)
             if self._worker is None:
                 self._worker = threading.Thread(target=self._work, name=f"dpaudit-mirror-{self.run_id[:8]}",
                                                 daemon=True)
@@ -118,23 +176,23 @@ class SessionMirror:
         self.mirrored_to[record.seq] = target
         if record.type == OPEN:
             self._opened = record.body
-        self._put(partial(self._send, target, record, spent_epsilon, False))
+        self._put(_Item(partial(self._send, target, record, spent_epsilon, False), seq=record.seq))
         if target != self.run_id and record.type == CHARGE:
-            self._put(partial(self._send, self.run_id, record, spent_epsilon, True))
+            self._put(_Item(partial(self._send, self.run_id, record, spent_epsilon, True), seq=record.seq))
 
     def log_public_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Queue metrics computed on public data for the current run."""
         if self._connect is None:
             return
         target, values = self._current(), dict(metrics)
-        self._put(partial(self._send_public, target, values, step))
+        self._put(_Item(partial(self._send_public, target, values, step), public=True))
 
     def log_public_artifact(self, name: str, data: bytes, artifact_path: str) -> None:
         """Queue a file of public content (``name``, ``data``) for the session run's artifacts under
         ``artifact_path``; the bytes are copied now, written to a temporary file when sent."""
         if self._connect is None:
             return
-        self._put(partial(self._send_artifact, self.run_id, name, bytes(data), artifact_path))
+        self._put(_Item(partial(self._send_artifact, self.run_id, name, bytes(data), artifact_path), public=True))
 
     @contextlib.contextmanager
     def trial(self, name: str, params: Mapping[str, Any] | None = None) -> Iterator[None]:
@@ -151,13 +209,13 @@ class SessionMirror:
             yield
             return
         target = f"{self.run_id}/trial-{next(self._trial_numbers)}"
-        self._put(partial(self._start_trial, target, name, values))
+        self._put(_Item(partial(self._start_trial, target, name, values)))
         previous, self._trial = self._trial, target
         try:
             yield
         finally:
             self._trial = previous
-            self._put(partial(self._end_trial, target))
+            self._put(_Item(partial(self._end_trial, target)))
 
     def wait(self, timeout: float = FINISH_TIMEOUT_S) -> bool:
         """Wait until everything queued so far has been sent (or skipped after a failure); False on timeout."""
@@ -173,18 +231,29 @@ class SessionMirror:
         files, state the certified claim on the run page and end the run; wait for it at most
         :data:`FINISH_TIMEOUT_S`.
 
-        A failure here is reported on stderr, not raised: the ledger and the certificate are already complete.
+        A failure here is reported on stderr, not raised: the ledger and the certificate are already complete. The
+        report gives the gap (ledger records not known to be in MLflow) and the command that fills it.
         """
         if self._connect is None:
             return
         done, failures = threading.Event(), []
-        self._put(partial(self._finish, ledger, Path(run_dir), status, failures, done), always=True)
+        with self._cond:
+            self._closing = True  # cuts a back-off short: close catches up from the ledger instead
+        self._put(_Item(partial(self._finish, ledger, Path(run_dir), status, failures, done), always=True))
         if not done.wait(FINISH_TIMEOUT_S):
             failures.append(TimeoutError(f"MLflow did not catch up within {FINISH_TIMEOUT_S:.0f} s"))
+        lost = (f"; {self.lost_public} public metric / artifact item(s) were not mirrored and are not in the ledger"
+                if self.lost_public else "")
         if failures:
-            print(f"dpaudit: warning: MLflow mirror incomplete ({failures[0]}); the ledger and certificate in "
-                  f"{run_dir} are complete; once MLflow is back run `dpaudit mirror sync {self.run_id}`",
-                  file=sys.stderr)
+            total = len(ledger.records())
+            reason = redact_credentials(str(failures[0]))
+            print(f"dpaudit: warning: MLflow mirror incomplete ({reason}): {len(self.unsent)} of the ledger's "
+                  f"{total} records "
+                  f"may be missing from MLflow ({self.dropped} dropped at a full queue){lost}; the ledger and "
+                  f"certificate in {run_dir} are complete; once MLflow is back run "
+                  f"`dpaudit mirror sync {self.run_id}`", file=sys.stderr)
+        elif lost:
+            print(f"dpaudit: warning: MLflow mirror caught up from the ledger{lost}", file=sys.stderr)
 
     # --- the worker -------------------------------------------------------------------------------------------
 
@@ -198,15 +267,15 @@ class SessionMirror:
                 if not self._cond.wait_for(lambda: self._pending, timeout=FINISH_TIMEOUT_S):
                     self._worker = None
                     return
-                action, always = self._pending.popleft()
+                item = self._pending.popleft()
                 self._busy = True
-            if self.error is None or always:
-                try:
-                    action()
-                except Exception as exc:  # the ledger is the source of truth; caught up at close
-                    if self.error is None:
-                        self.error = exc
-            if always:  # the finishing item: the session is closed
+            if item.always:
+                item.action()  # the finishing item catches and reports its own failures
+            elif self.error is None:
+                self._attempt(item)
+            else:
+                self._note_unsent(item)
+            if item.always:  # the finishing item: the session is closed
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
@@ -214,10 +283,53 @@ class SessionMirror:
                         self._worker = None
                         return
 
+    def _attempt(self, item: _Item) -> None:
+        """Run ``item``, retrying with back-off (:attr:`retry_delays`) while it fails, or while the mirror holds a
+        write it could not make; stop early when the session closes or the queue overflows. A failure that outlives
+        the retries becomes :attr:`error` (the ledger is the source of truth; close catches up from it).
+
+        An action that returned is never run again: only the mirror's buffered write is retried. A public metric is
+        buffered with a fresh ordinal and timestamp each time it is logged, so running its action again after the
+        write failed would store it twice."""
+        failure: Exception | None = None
+        done = False
+        for delay in (0.0, *self.retry_delays):
+            if delay:
+                with self._cond:
+                    if self._cond.wait_for(lambda: self._closing or self.error is not None, timeout=delay):
+                        break
+            try:
+                if not done:
+                    item.action()
+                    done = True
+                if self.mirror is not None and self.mirror.failure() is not None:
+                    self.mirror.flush()  # what an automatic write left buffered
+                return
+            except Exception as exc:
+                failure = exc
+        with self._cond:
+            self.error = self.error or failure
+            self._note_unsent(item)
+            if self.mirror is not None:
+                self.unsent.update(self.mirror.unwritten())
+
+    def _note_unsent(self, item: _Item) -> None:
+        if item.seq is not None:
+            self.unsent.add(item.seq)
+        elif item.public:
+            self.lost_public += 1
+
     def _connected(self) -> MlflowMirror:
         if self.mirror is None:
             assert self._connect is not None
             self.mirror = self._connect()
+            # MLflow and SQLAlchemy leave a few hundred thousand long-lived objects; the next full collection of the
+            # cyclic GC would walk them all and stop every thread meanwhile, the releasing one included (1.1-1.4 s
+            # under load, benchmarks/bench_team_server.py). Moved to the permanent generation, no collection walks
+            # them. Once per process: frozen objects are never collected, so later sessions add nothing to them.
+            if not _GC_FROZEN.is_set():
+                _GC_FROZEN.set()
+                gc.freeze()
         return self.mirror
 
     def _mlflow_id(self, target: str) -> str:
@@ -272,6 +384,8 @@ class SessionMirror:
         except Exception as exc:
             failures.append(exc)
             self.error = self.error or exc
+            if self.mirror is not None:
+                self.unsent.update(self.mirror.unwritten())
         finally:
             done.set()
 
@@ -411,13 +525,15 @@ def open_session_mirror(enabled: bool, tracking_uri: str | None, run_id: str) ->
     thread; otherwise none. Opening imports no MLflow and touches no store.
 
     Raises:
-        InvalidParameter: an empty tracking URI (only when ``enabled``).
+        InvalidParameter: an empty tracking URI, or a tracking server without credentials
+            (:func:`~dpaudit.tracking.store.check_credentials`); only when ``enabled``.
     """
     if not enabled:
         return SessionMirror(None, run_id)
-    from dpaudit.tracking.store import resolve_tracking_uri
+    from dpaudit.tracking.store import check_credentials, resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
+    check_credentials(uri)  # before the session's ledger exists, and before anything is sent
 
     def connect() -> MlflowMirror:
         from dpaudit.tracking.mirror import MlflowMirror

@@ -129,19 +129,22 @@ def grid_envelope(candidates: Sequence[Candidate], dataset_size: int, label: str
 
 
 def train_candidate(session: PluginSession, candidate: Candidate, data: TuningData, options: ModelOptions, *,
-                    label: str, charge: Charge | None = None) -> TrainResult:
+                    label: str, charge: Charge | None = None, claimed: bool = False) -> TrainResult:
     """Initialise a model from a seed drawn from ``session.rng`` (data-independent) and train it with DP-SGD.
 
     Args:
         options: the model family, width and optimiser (the row limits were applied when ``data`` was read).
         charge: None to charge this run's own event; or a repeat-and-select charge covering it (nothing is
             written to the ledger then), or an unused envelope.
+        claimed: ``charge`` is this run's own event, charged and claimed by the caller, who writes the returned
+            :attr:`~dpaudit.tuning.training.TrainResult.pending` record
+            (:func:`~dpaudit.tuning.training.train_private`).
     """
     net = seeded_model(options.model, data.X_train.shape[1], options.hidden, draw_seed(session.rng))
     return train_private(session, net, data.X_train, data.y_train, optimizer=options.optimizer, lr=candidate.lr,
                          epochs=candidate.epochs, batch_size=candidate.batch_size,
                          max_grad_norm=candidate.max_grad_norm, noise_multiplier=candidate.noise_multiplier,
-                         label=label, charge=charge)
+                         label=label, charge=charge, claimed=claimed)
 
 
 def accuracy(result: TrainResult, X: np.ndarray, y: np.ndarray, session: PluginSession) -> float:

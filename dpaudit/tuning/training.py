@@ -24,7 +24,11 @@ Under an existing charge (``charge=``) step 2 is replaced by a coverage check (:
   dominates this run parameter-wise (:func:`~dpaudit.accounting.dominance.parameter_dominated`, docs/accounting.md
   "Envelope charges"): the run is recorded and released against that charge as if it had made it; an envelope
   covers one run only (:meth:`~dpaudit.session.Session.claim`, atomic in the session: of two threads training under
-  one envelope, one is refused before it touches any data).
+  one envelope, one is refused before it touches any data);
+* the run's own event, charged and claimed by the caller (``claimed=True``; :func:`charge_run` in the driver of
+  parallel trials, :mod:`dpaudit.parallel`): the run writes nothing, and returns its record
+  (:attr:`TrainResult.pending`, :class:`RunRecord`) for the driver to write, the same ``info`` and release that
+  ``charge=None`` writes.
 
 Each step computes ``(Σ_{i∈batch} clip_C(∇ℓ_i) + N(0, σ²C² I)) / B`` (Opacus ``DPOptimizer``: flat clipping,
 ``loss_reduction="sum"`` per-example gradients, averaged by the *expected* batch size B, which is public, never
@@ -455,6 +459,8 @@ class TrainResult:
         n_parameters: number of trainable scalars.
         train_loss: mean training loss over the examples seen (None if every batch was empty). CONFIDENTIAL:
             computed on private data without noise; this plugin never logs or releases it.
+        pending: the run's record, for the caller to write (:meth:`RunRecord.write`) when it trained under a
+            charge it ``claimed`` itself; None when the run wrote its own record or is a repetition.
     """
 
     model: nn.Module
@@ -465,6 +471,24 @@ class TrainResult:
     model_sha256: str
     n_parameters: int
     train_loss: float | None
+    pending: RunRecord | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What :func:`record_run` writes for one run: its plan, its model's digest and size, the steps taken and the
+    public details (a run trained in a worker returns it; its driver writes it, :mod:`dpaudit.parallel`)."""
+
+    plan: SamplingPlan
+    digest: str
+    n_parameters: int
+    realised_steps: int
+    details: Mapping[str, Any]
+
+    def write(self, session: PluginSession, charge: Charge) -> None:
+        """:func:`record_run` on ``charge``: the ``info`` record, then the model's release."""
+        record_run(session, charge, self.plan, digest=self.digest, n_parameters=self.n_parameters,
+                   realised_steps=self.realised_steps, details=self.details)
 
 
 def _float_tensor(a: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -493,7 +517,7 @@ def train_private(session: PluginSession, model: nn.Module, X: np.ndarray | torc
                   *, optimizer: str, lr: float, epochs: int, batch_size: int, max_grad_norm: float,
                   noise_multiplier: float, label: str,
                   public_eval: tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor] | None = None,
-                  charge: Charge | None = None, inject: Injector | None = None) -> TrainResult:
+                  charge: Charge | None = None, inject: Injector | None = None, claimed: bool = False) -> TrainResult:
     """Train ``model`` on the private (X, y) with DP-SGD / DP-Adam, charged to ``session`` before the first step.
 
     Poisson sampling at ``q = batch_size / len(X)`` (Abadi et al. 2016, Sec. 3.1 "lots"; Mironov, Talwar & Zhang
@@ -518,9 +542,13 @@ def train_private(session: PluginSession, model: nn.Module, X: np.ndarray | torc
         inject: called after each backward pass, before the step clips and noises, with the optimizer's
             parameters: it may append per-example gradient rows to each parameter's ``grad_sample`` (the white-box
             canaries of :mod:`dpaudit.audit.dpsgd`), which are then clipped, summed and noised with the batch's.
+        claimed: ``charge`` is this run's own event, charged and claimed by the caller (:func:`charge_run`, e.g.
+            the driver of parallel trials, :mod:`dpaudit.parallel`): the run neither claims nor records anything;
+            its record comes back in :attr:`TrainResult.pending` for the caller to write.
 
     Raises:
-        InvalidParameter: bad data or hyperparameters; ``public_eval`` together with a repeat-and-select ``charge``.
+        InvalidParameter: bad data or hyperparameters; ``public_eval`` together with a repeat-and-select ``charge``;
+            ``claimed`` without a DP-SGD ``charge``.
         PluginError: the session is not add/remove or the model is incompatible with Opacus.
         BudgetExceeded: the session cannot pay for the N steps (nothing is trained).
     """
@@ -533,19 +561,23 @@ def train_private(session: PluginSession, model: nn.Module, X: np.ndarray | torc
                           generator=_torch_generator(session, torch.device("cpu")))
     return train_private_loader(session, model, loader, optimizer=optimizer, lr=lr, epochs=epochs,
                                 max_grad_norm=max_grad_norm, noise_multiplier=noise_multiplier, label=label,
-                                public_eval=public_eval, charge=charge, inject=inject)
+                                public_eval=public_eval, charge=charge, inject=inject, claimed=claimed)
 
 
 def train_private_loader(session: PluginSession, model: nn.Module, loader: DataLoader, *, optimizer: str, lr: float,
                          epochs: int, max_grad_norm: float, noise_multiplier: float, label: str,
                          public_eval: tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor] | None = None,
-                         charge: Charge | None = None, inject: Injector | None = None) -> TrainResult:
+                         charge: Charge | None = None, inject: Injector | None = None,
+                         multiclass: bool = False, claimed: bool = False) -> TrainResult:
     """:func:`train_private` for a caller-built loader, which must be an Opacus Poisson ``DPDataLoader``.
 
-    The loader must yield ``(features, 0/1 labels)`` batches. Its sample rate q and ⌊1/q⌋ batches per epoch are
-    read off its sampler; the expected batch size q·n is the gradient divisor.
+    The loader must yield ``(features, 0/1 labels)`` batches for a one-logit model (logistic loss), or, with
+    ``multiclass``, ``(features, int64 class labels)`` for a model with one logit per class (cross-entropy: a sum of
+    per-example terms, so the clipping and the event are unchanged). Its sample rate q and ⌊1/q⌋ batches per epoch
+    are read off its sampler; the expected batch size q·n is the gradient divisor.
 
     Raises:
+        InvalidParameter: bad hyperparameters; ``public_eval`` with ``multiclass``.
         PluginError: any other loader (its sampling cannot be accounted for), see :func:`plan_from_loader`; a
             ``charge`` that does not cover this run.
         UncoveredRelease: an envelope ``charge`` that already covered a run (nothing is trained).
@@ -556,21 +588,25 @@ def train_private_loader(session: PluginSession, model: nn.Module, loader: DataL
     check_positive("noise_multiplier", noise_multiplier)
     if optimizer not in OPTIMIZERS:
         raise InvalidParameter(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}")
+    if multiclass and public_eval is not None:
+        raise InvalidParameter("public_eval metrics are those of a one-logit classifier: pass none with multiclass")
     check_add_remove(session)
     device = session.device
     model.to(device).train()
     check_per_example(model)
     event = dp_sgd_event(plan, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm, label=label)
     repetition = charge is not None and isinstance(charge.event, RepeatAndSelectEvent)
+    if claimed and (charge is None or repetition):
+        raise InvalidParameter("claimed=True needs the run's own DP-SGD charge, charged and claimed by the caller")
     if charge is not None:
         if not session.holds(charge):
             raise PluginError(f"{TRAINER}: charge {charge.seq} was not made by this session")
         check_covered(charge.event, event)
         if repetition and public_eval is not None:
             raise InvalidParameter("a repetition under a repeat-and-select charge logs nothing: pass no public_eval")
-        if not repetition:
+        if not repetition and not claimed:
             session.claim(charge)  # atomic in the session: an envelope covers one run
-    enveloped = charge is not None and not repetition
+    enveloped = charge is not None and not repetition and not claimed
 
     gsm = GradSampleModule(model, batch_first=True, loss_reduction="sum", strict=True)
     try:
@@ -588,20 +624,24 @@ def train_private_loader(session: PluginSession, model: nn.Module, loader: DataL
         )
         if charge is None:
             charge = charge_run(session, event, MECHANISMS[optimizer])
-        train_loss = _train_loop(session, gsm, dp_optimizer, loader, plan, public_eval, inject)
+        train_loss = _train_loop(session, gsm, dp_optimizer, loader, plan, public_eval, inject, multiclass)
     finally:
         trained = gsm.to_standard_module()
 
     digest, n_parameters = state_dict_sha256(trained), count_parameters(trained)
+    pending = None
     if not repetition:
-        record_run(session, charge, plan, digest=digest, n_parameters=n_parameters,
-                   realised_steps=dp_optimizer.steps_taken,
-                   details={"covered_by_envelope": enveloped, "mechanism": MECHANISMS[optimizer],
-                            "noise_multiplier": noise_multiplier, "max_grad_norm": max_grad_norm,
-                            "optimizer": optimizer, "lr": lr, "device": str(device)})
+        pending = RunRecord(plan=plan, digest=digest, n_parameters=n_parameters,
+                            realised_steps=dp_optimizer.steps_taken,
+                            details={"covered_by_envelope": enveloped, "mechanism": MECHANISMS[optimizer],
+                                     "noise_multiplier": noise_multiplier, "max_grad_norm": max_grad_norm,
+                                     "optimizer": optimizer, "lr": lr, "device": str(device)})
+        if not claimed:
+            pending.write(session, charge)
+            pending = None
     return TrainResult(model=trained, steps=dp_optimizer.steps_taken, planned_steps=plan.steps,
                        charge_seq=charge.seq, sample_rate=plan.sample_rate, model_sha256=digest,
-                       n_parameters=n_parameters, train_loss=train_loss)
+                       n_parameters=n_parameters, train_loss=train_loss, pending=pending)
 
 
 def check_add_remove(session: PluginSession) -> None:
@@ -684,16 +724,17 @@ def check_covered(charged: PrivacyEvent, run: PoissonSubsampledGaussianEvent) ->
 
 def _train_loop(session: PluginSession, gsm: GradSampleModule, dp_optimizer: CappedDPOptimizer, loader: DataLoader,
                 plan: SamplingPlan, public_eval: tuple[Any, Any] | None,
-                inject: Injector | None = None) -> float | None:
+                inject: Injector | None = None, multiclass: bool = False) -> float | None:
     """Run the planned epochs; returns the (confidential) mean training loss."""
     device = session.device
-    criterion = nn.BCEWithLogitsLoss(reduction="sum")
+    criterion = nn.CrossEntropyLoss(reduction="sum") if multiclass else nn.BCEWithLogitsLoss(reduction="sum")
     loss_sum, seen = torch.zeros((), device=device), 0  # summed on the device: no host sync per step
     for _ in range(plan.epochs):
         for xb, yb in loader:
             xb, yb = xb.to(device), yb.to(device)
             dp_optimizer.zero_grad(set_to_none=True)
-            loss = criterion(gsm(xb).reshape(-1), yb)
+            out = gsm(xb)
+            loss = criterion(out, yb) if multiclass else criterion(out.reshape(-1), yb)
             with warnings.catch_warnings():
                 # expected: Opacus computes per-sample gradients with full backward hooks and the inputs need no
                 # gradient, which torch reports on every backward pass (the gradients are unaffected)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from dpaudit.errors import InvalidParameter
+from dpaudit.parallel import ParallelOptions
 from dpaudit.tuning import DEFAULTS, Candidate, ModelOptions
 from dpaudit.validation import check_count, check_epsilon, check_known_keys, check_positive
 from dpaudit_plugins.constant_overhead.candidates import check_candidate_set, default_grid
@@ -38,6 +39,8 @@ class ConstantOverheadConfig:
         data: the data set (``"adult"``).
         train_rows: keep only training records with id below this (None: all).
         test_rows: keep only the first public test records (None: all); split into validation and final test halves.
+        workers, ray_address: where the grid's k·|S| partition models are trained before the loop
+            (:class:`dpaudit.parallel.ParallelOptions`); no effect on any utility, result or record.
     """
 
     candidates: tuple[Candidate, ...] = field(default_factory=default_grid)
@@ -56,6 +59,8 @@ class ConstantOverheadConfig:
     data: str = "adult"
     train_rows: int | None = DEFAULTS.train_rows
     test_rows: int | None = DEFAULTS.test_rows
+    workers: int = 1
+    ray_address: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "candidates", check_candidate_set(self.candidates))
@@ -74,6 +79,7 @@ class ConstantOverheadConfig:
         check_count("proposer_batch", self.proposer_batch, minimum=2)
         check_positive("proposer_scale", self.proposer_scale)
         ModelOptions(model=self.model, hidden=self.hidden, train_rows=self.train_rows, test_rows=self.test_rows)
+        self.parallel  # noqa: B018 - validates workers and ray_address
         if isinstance(self.fallback, bool) or not isinstance(self.fallback, int) or not (
                 0 <= self.fallback < len(self.candidates)):
             raise InvalidParameter(f"fallback must index the candidates (0..{len(self.candidates) - 1}), "
@@ -83,6 +89,11 @@ class ConstantOverheadConfig:
     def max_batch(self) -> int:
         """The most queries one round may answer (the rounds' ``max_queries``), fixed up front."""
         return len(self.candidates) if self.proposer == "grid" else max(len(self.candidates), self.proposer_batch)
+
+    @property
+    def parallel(self) -> ParallelOptions:
+        """Where the partition models are trained (``workers``, ``ray_address``)."""
+        return ParallelOptions(workers=self.workers, ray_address=self.ray_address)
 
     @property
     def fallback_candidate(self) -> Candidate:

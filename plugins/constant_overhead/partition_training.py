@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -125,3 +126,26 @@ def accuracy(model: nn.Module, X: np.ndarray | torch.Tensor, y: np.ndarray | tor
     with torch.no_grad():
         predicted = (model(Xt).reshape(-1) > 0).float()
     return float((predicted == yt).float().mean().item())
+
+
+@dataclass(frozen=True)
+class ValidationScorer:
+    """A :data:`~dpaudit_plugins.constant_overhead.utility.PartitionScorer`: train one partition model, return its
+    accuracy on the public validation set. A dataclass, not a closure, so that parallel workers can import it.
+
+    Attributes:
+        mode, model_kind, hidden, n_features: as :func:`train_partition_model`.
+        X_val, y_val: the PUBLIC validation set (float tensors).
+    """
+
+    mode: str
+    model_kind: str
+    hidden: int
+    n_features: int
+    X_val: torch.Tensor
+    y_val: torch.Tensor
+
+    def __call__(self, X: np.ndarray, y: np.ndarray, candidate: Candidate, seed: int) -> float:
+        model = train_partition_model(X, y, candidate, mode=self.mode, model_kind=self.model_kind,
+                                      hidden=self.hidden, n_features=self.n_features, seed=seed)
+        return accuracy(model, self.X_val, self.y_val)

@@ -25,8 +25,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from dpaudit.data.catalog import FINAL_TEST_NAME, TRAIN_NAME, VALIDATION_NAME
 from dpaudit.sensitivity import from_formula
 from dpaudit.tuning import (
@@ -51,7 +49,7 @@ from dpaudit_plugins.constant_overhead.partition import (
     key_fingerprint,
     partition_members,
 )
-from dpaudit_plugins.constant_overhead.partition_training import accuracy, as_float_tensor, train_partition_model
+from dpaudit_plugins.constant_overhead.partition_training import ValidationScorer, as_float_tensor
 from dpaudit_plugins.constant_overhead.proposers import GridProposer, LocalPerturbationProposer
 from dpaudit_plugins.constant_overhead.utility import PartitionUtilities
 
@@ -115,14 +113,11 @@ def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:
     n_features = data.X_train.shape[1]
     members = partition_members(assign_partitions(key, data.record_ids, cfg.k), data.record_ids, cfg.k)
 
-    def score(X: np.ndarray, y: np.ndarray, candidate: Candidate, seed: int) -> float:
-        model = train_partition_model(X, y, candidate, mode=cfg.partition_training, model_kind=cfg.model,
-                                      hidden=cfg.hidden, n_features=n_features, seed=seed)
-        return accuracy(model, V_X, V_y)
-
+    score = ValidationScorer(mode=cfg.partition_training, model_kind=cfg.model, hidden=cfg.hidden,
+                             n_features=n_features, X_val=V_X, y_val=V_y)
     utilities = PartitionUtilities(data.X_train, data.y_train, members, score, partition_seed)
-    for candidate in cfg.candidates:  # Alg. 1 l. 2-11, before the loop
-        utilities(candidate)
+    with cfg.parallel.executor() as executor:  # Alg. 1 l. 2-11, before the loop; k·|S| independent models
+        utilities.precompute(cfg.candidates, executor)
     proposer = (GridProposer(cfg.candidates) if cfg.proposer == "grid" else
                 LocalPerturbationProposer(cfg.candidates, seed=proposer_seed, batch_size=cfg.proposer_batch,
                                           scale=cfg.proposer_scale))

@@ -25,6 +25,7 @@ import numpy as np
 
 from dpaudit import canonical
 from dpaudit.errors import InvalidParameter
+from dpaudit.parallel import Executor, TrialFailure, TrialsFailed
 from dpaudit.tuning import SEED_RANGE, Candidate
 
 
@@ -86,6 +87,35 @@ class PartitionUtilities:
                 for i, m in enumerate(self._members))
         return self._cache[candidate]
 
+    def precompute(self, candidates: Sequence[Candidate], executor: Executor) -> None:
+        """Compute the utilities of ``candidates`` not cached yet, their k partition models each as independent jobs
+        on ``executor`` (:mod:`dpaudit.parallel`); the same values as calling the instance on each in turn, since a
+        partition model is a pure function of its records, the candidate and a seed derived from public inputs.
+        ``score`` must be importable by the workers of a parallel executor (a module-level function or a
+        dataclass instance, not a closure).
+
+        Raises:
+            TrialsFailed: a partition model's training raised or its worker died (no utility is cached).
+        """
+        todo = [c for c in dict.fromkeys(candidates) if c not in self._cache]
+        k = len(self._members)
+        jobs = [(c, i, derive_seed(self._base_seed, c, i)) for c in todo for i in range(k)]
+        outcomes = executor.map(_score_partition, (self._X, self._y, self._members, self._score), jobs)
+        failed = [o for o in outcomes if isinstance(o, TrialFailure)]
+        if failed:
+            raise TrialsFailed(f"{len(failed)} partition model(s) failed, first: {failed[0].reason}")
+        for j, candidate in enumerate(todo):
+            self._cache[candidate] = aggregate_utility(outcomes[j * k:(j + 1) * k])
+
     def computed(self) -> int:
         """How many candidates' utilities have been computed (public: it depends on the candidates only)."""
         return len(self._cache)
+
+
+def _score_partition(shared: tuple[np.ndarray, np.ndarray, Sequence[np.ndarray], PartitionScorer],
+                     job: tuple[Candidate, int, int]) -> float:
+    """One partition model's accuracy: the job (candidate, partition index, seed) on the shared (X, y, members,
+    score) of :meth:`PartitionUtilities.precompute`."""
+    X, y, members, score = shared
+    candidate, partition, seed = job
+    return score(X[members[partition]], y[members[partition]], candidate, seed)

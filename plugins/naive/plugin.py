@@ -5,6 +5,15 @@ charged on its own (:func:`~dpaudit.tuning.training.train_private`), so the tota
 composition of all of them, bounded by the session's accountant (by default the tightest of RDP, PLD, advanced and
 basic composition that applies). Every trained model is released (its digest and its public validation accuracy),
 so selecting among them on public data is post-processing and costs nothing more (docs/plugins/naive.md).
+
+The candidates' trainings are independent given their seeds, so they may run in parallel (``workers``,
+``ray_address``; :mod:`dpaudit.parallel`): the driver charges each candidate's event
+(:func:`~dpaudit.tuning.training.charge_run`, the event ``train_private`` charges) and draws its seeds from the
+session's randomness, in candidate order, before dispatching it (with N workers the whole grid is charged before one
+dispatch; with one, each candidate just before it trains); each worker trains one candidate behind a
+:class:`~dpaudit.parallel.DetachedView` (which can write nothing) and scores it on the public validation half; the
+driver writes each model's record and release, and its score, in candidate order. With ``workers = 1`` the ledger
+is record for record the one the sequential loop always wrote.
 """
 
 from __future__ import annotations
@@ -21,16 +30,35 @@ from dpaudit.accounting.tightest import MEMBERS
 from dpaudit.data.catalog import FINAL_TEST_NAME, TRAIN_NAME, VALIDATION_NAME
 from dpaudit.errors import AccountingError, PluginError, UnsupportedEvent
 from dpaudit.events import PrivacyEvent, compose
-from dpaudit.tuning import MECHANISMS, Candidate, accuracy, candidate_event, train_candidate, tuning_data
+from dpaudit.parallel import DetachedView, ReplaySeeds, TrialFailure, TrialsFailed, predraw
+from dpaudit.sensitivity import Neighbouring
+from dpaudit.tuning import (
+    MECHANISMS,
+    SEED_RANGE,
+    Candidate,
+    ModelOptions,
+    TrainResult,
+    TuningData,
+    accuracy,
+    candidate_event,
+    train_candidate,
+    tuning_data,
+)
+from dpaudit.tuning.training import charge_run
 from dpaudit_plugins.naive.config import NaiveConfig
 from dpaudit_plugins.naive.noise_scale import noise_factor
 
 if TYPE_CHECKING:
     from dpaudit.plugin_session import PluginSession
-    from dpaudit.session import Session
+    from dpaudit.session import Charge, Session
 
 PLUGIN_NAME = "naive"
 VERSION = "0.1.0"
+SEEDS_PER_CANDIDATE = 3
+"""The seeds one candidate's training draws from its view's randomness: the model's initialisation
+(:func:`~dpaudit.tuning.candidates.train_candidate`), then the Poisson sampler's and the noise generator's
+(:func:`~dpaudit.tuning.training.train_private`); a worker that draws another number fails
+(:meth:`~dpaudit.parallel.ReplaySeeds.check_exhausted`)."""
 #: the fitted composition aims at ε_B·(1 − margin), so that the session's own check never fails on rounding
 _MARGIN = 1e-3
 
@@ -86,6 +114,8 @@ def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
             Adult test split; ``fit_budget`` in a session that already spent.
         BudgetExceeded: the session cannot pay for every candidate (checked before the first training: nothing is
             charged or trained).
+        TrialsFailed: a candidate's training raised or its worker died: the candidates before it are recorded and
+            released, its charge and those made with it stay, nothing of it or after it is released.
     """
     start = time.perf_counter()
     cfg = NaiveConfig.from_mapping(config)
@@ -99,20 +129,35 @@ def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
     # the whole plan is checked before the first training: a grid the budget cannot pay for trains nothing
     view.check_affordable([candidate_event(c, len(data.y_train), f"candidate {i}") for i, c in
                               enumerate(candidates)])
+    shared = CandidateInputs(data=data, options=options, device=str(view.device), neighbouring=view.neighbouring,
+                             for_release=view.rng.for_release)
     best, scores, events = None, [], []
-    for index, candidate in enumerate(candidates):
-        label = f"candidate {index}: {mechanism}"
-        # one nested MLflow run per candidate, its hyperparameters as params (public: the grid is fixed up front,
-        # and every candidate is trained, so the number of trials reveals nothing)
-        with view.trial(f"candidate {index}", params=candidate.to_dict()):
-            result = train_candidate(view, candidate, data, options, label=label)
-            events.append(candidate_event(candidate, len(data.y_train), label))  # the event train_private charged
-            score = accuracy(result, data.X_val, data.y_val, view)
-            scores.append(score)
-            view.log_public_metrics({"validation_accuracy": score}, step=index)
-        key = (score, index)
-        if best is None or key > best[0]:
-            best = (key, result)
+    with cfg.parallel.executor() as executor:
+        # one worker: each candidate charged just before it trains (the sequential loop's ledger); N workers: the
+        # whole grid charged before one dispatch (it was checked affordable, and every candidate is trained anyway)
+        per_dispatch = 1 if executor.workers == 1 else len(candidates)
+        for first in range(0, len(candidates), per_dispatch):
+            batch = range(first, min(first + per_dispatch, len(candidates)))
+            jobs = [charged_candidate(view, candidates[i], i, len(data.y_train), options.optimizer, mechanism)
+                    for i in batch]
+            outcomes = executor.map(train_one, shared, jobs)
+            for index, job, outcome in zip(batch, jobs, outcomes, strict=True):
+                if isinstance(outcome, TrialFailure):  # its charge stays; nothing of it or after it is released
+                    raise TrialsFailed(f"{PLUGIN_NAME}: candidate {index}'s training failed: {outcome.reason}; "
+                                       f"the charges of candidates {batch.start}-{batch.stop - 1} stay, nothing "
+                                       f"from candidate {index} on was released")
+                result, score = outcome
+                # one nested MLflow run per candidate, its hyperparameters as params (public: the grid is fixed up
+                # front, and every candidate is trained, so the number of trials reveals nothing)
+                with view.trial(f"candidate {index}", params=job.candidate.to_dict()):
+                    assert result.pending is not None  # a claimed run returns its record
+                    result.pending.write(view, job.charge)
+                    events.append(job.charge.event)
+                    scores.append(score)
+                    view.log_public_metrics({"validation_accuracy": score}, step=index)
+                key = (score, index)
+                if best is None or key > best[0]:
+                    best = (key, result)
     (score, index), result = best
     test_accuracy = accuracy(result, data.X_test, data.y_test, view)
     delta = view.budget[1]
@@ -130,6 +175,60 @@ def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
                                                              "validation_accuracy", "test_accuracy", "epsilon",
                                                              "attained_by", "bounds")})
     return NaiveOutcome(public=public, model=result.model)
+
+
+@dataclass(frozen=True)
+class CandidateInputs:
+    """What every candidate's training shares, sent to each worker once: the data, the public model options, and
+    the session facts the trainer reads (device, neighbouring relation, whether its randomness is for release)."""
+
+    data: TuningData
+    options: ModelOptions
+    device: str
+    neighbouring: Neighbouring
+    for_release: bool
+
+
+@dataclass(frozen=True)
+class ChargedCandidate:
+    """One candidate ready to train: its hyperparameters, its own charge (made and claimed by the driver), the
+    event's label, and the :data:`SEEDS_PER_CANDIDATE` seeds the driver drew for it."""
+
+    candidate: Candidate
+    charge: Charge
+    label: str
+    seeds: tuple[tuple[int, int], ...]
+
+
+def charged_candidate(view: PluginSession, candidate: Candidate, index: int, dataset_size: int, optimizer: str,
+                      mechanism: str) -> ChargedCandidate:
+    """In the driver: charge and claim candidate ``index``'s DP-SGD event (the one ``train_private`` charges, with
+    its label ``"candidate <index>: <mechanism>"`` and the optimizer's mechanism name), then draw its seeds from the
+    session's randomness.
+
+    Raises:
+        BudgetExceeded: the session cannot pay for it (nothing is charged).
+    """
+    label = f"candidate {index}: {mechanism}"
+    charge = charge_run(view, candidate_event(candidate, dataset_size, label), MECHANISMS[optimizer])
+    return ChargedCandidate(candidate=candidate, charge=charge, label=label,
+                            seeds=predraw(view.rng, SEED_RANGE, SEEDS_PER_CANDIDATE))
+
+
+def train_one(shared: CandidateInputs, job: ChargedCandidate) -> tuple[TrainResult, float]:
+    """Train one charged candidate with the driver's seeds behind a view that can write nothing, and score it on
+    the public validation half; a pure function of its inputs (it runs in a worker, or in the driver for one
+    worker). The run's record comes back in :attr:`~dpaudit.tuning.training.TrainResult.pending`.
+
+    Returns:
+        (the training result, accuracy on the public validation half).
+    """
+    view = DetachedView(ReplaySeeds(job.seeds, shared.for_release), shared.device, shared.neighbouring,
+                        (job.charge.seq,))
+    result = train_candidate(view, job.candidate, shared.data, shared.options,  # type: ignore[arg-type]
+                             label=job.label, charge=job.charge, claimed=True)
+    view.rng.check_exhausted()
+    return result, accuracy(result, shared.data.X_val, shared.data.y_val, view)  # type: ignore[arg-type]
 
 
 def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,10 +8,11 @@ from typing import Any
 
 from dpaudit.errors import InvalidParameter
 from dpaudit.events import REPETITION_DISTRIBUTIONS
+from dpaudit.parallel import PARALLEL_KEYS, ParallelOptions
 from dpaudit.tuning import DEFAULTS, OPTION_KEYS, Candidate, ModelOptions, parse_candidates
 from dpaudit.validation import check_known_keys
 
-_KEYS = OPTION_KEYS | {"candidates", "distribution", "gamma", "eta", "mu"}
+_KEYS = OPTION_KEYS | PARALLEL_KEYS | {"candidates", "distribution", "gamma", "eta", "mu"}
 
 
 @dataclass(frozen=True)
@@ -24,19 +25,23 @@ class RandTuneConfig:
         parameters: the law's parameters (``gamma``; ``eta`` and ``gamma``; ``mu``).
         options: the model, optimiser and row limits (:class:`dpaudit.tuning.ModelOptions`; the public
             evaluation records are cut into validation and final-test halves).
+        parallel: where the repetitions run (``workers``, ``ray_address``; :class:`dpaudit.parallel.ParallelOptions`);
+            no effect on any result or record.
     """
 
     candidates: tuple[Candidate, ...]
     distribution: str
     parameters: Mapping[str, float]
     options: ModelOptions = DEFAULTS
+    parallel: ParallelOptions = ParallelOptions()
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> RandTuneConfig:
         """Validate a plain mapping.
 
         Raises:
-            InvalidParameter: an unknown key, a bad candidate, a law without its parameters or with others.
+            InvalidParameter: an unknown key, a bad candidate, a law without its parameters or with others, a bad
+                ``workers`` or ``ray_address``.
         """
         check_known_keys(config, _KEYS, "randtune")
         distribution = config.get("distribution", "geometric")
@@ -48,4 +53,5 @@ class RandTuneConfig:
         if given != set(needed):
             raise InvalidParameter(f"the {distribution} law takes exactly {sorted(needed)}, got {sorted(given)}")
         return cls(candidates=parse_candidates(config.get("candidates", ())), distribution=distribution,
-                   parameters={k: config[k] for k in needed}, options=ModelOptions.from_mapping(config))
+                   parameters={k: config[k] for k in needed}, options=ModelOptions.from_mapping(config),
+                   parallel=ParallelOptions.from_mapping(config))

@@ -4,30 +4,53 @@ Liu & Talwar 2019 (geometric K) and Papernot & Steinke 2022 (truncated negative 
 repetitions, each training a candidate drawn uniformly from the public grid with DP-SGD, and release only the best
 repetition by accuracy on the public validation half. One :class:`~dpaudit.events.RepeatAndSelectEvent` is charged
 before K is drawn and before any training; the repetitions charge nothing of their own.
+
+The repetitions are independent given their candidate index and seeds, so they may run in parallel (``workers``,
+``ray_address``; :mod:`dpaudit.parallel`): the driver draws every repetition's index and seeds from the session's
+randomness in the sequential order, each worker trains one repetition behind a
+:class:`~dpaudit.parallel.DetachedView` (which can write nothing), and the driver selects and releases the best.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from torch import nn
 
 from dpaudit.data.catalog import FINAL_TEST_NAME, TRAIN_NAME, VALIDATION_NAME
-from dpaudit.tuning import MECHANISMS, accuracy, candidate_event, train_candidate, tuning_data
+from dpaudit.parallel import DetachedView, ReplaySeeds, TrialFailure, TrialsFailed, predraw
+from dpaudit.sensitivity import Neighbouring
+from dpaudit.tuning import (
+    MECHANISMS,
+    SEED_RANGE,
+    Candidate,
+    ModelOptions,
+    TrainResult,
+    TuningData,
+    accuracy,
+    candidate_event,
+    train_candidate,
+    tuning_data,
+)
 from dpaudit_plugins.randtune.base_event import dominating_event
 from dpaudit_plugins.randtune.config import RandTuneConfig
 
 if TYPE_CHECKING:
     from dpaudit.plugin_session import PluginSession
-    from dpaudit.session import Session
+    from dpaudit.session import Charge, Session
 
 T = TypeVar("T")
 
 PLUGIN_NAME = "randtune"
 VERSION = "0.1.0"
+SEEDS_PER_REPETITION = 3
+"""The seeds one repetition draws from its view's randomness: the model's initialisation
+(:func:`~dpaudit.tuning.candidates.train_candidate`), then the Poisson sampler's and the noise generator's
+(:func:`~dpaudit.tuning.training.train_private`); a worker that draws another number fails
+(:meth:`~dpaudit.parallel.ReplaySeeds.check_exhausted`)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +79,7 @@ def tune(session: Session, config: Mapping[str, Any]) -> RandTuneOutcome:
         InvalidParameter: a bad configuration.
         PluginError: the session does not protect ``adult-train``, or the grid has no dominating base event.
         BudgetExceeded: the session cannot pay for the repeat-and-select (nothing is drawn or trained).
+        TrialsFailed: a repetition raised or its worker died (nothing is released; the charge stays).
     """
     start = time.perf_counter()
     cfg = RandTuneConfig.from_mapping(config)
@@ -74,15 +98,21 @@ def tune(session: Session, config: Mapping[str, Any]) -> RandTuneOutcome:
     })
     charge, repetitions = view.repeat_and_select(base, cfg.distribution, cfg.parameters,
                                                  label=f"best of K repetitions by accuracy on {VALIDATION_NAME}")
-    scores = []
-
-    def repetition(index: int) -> tuple[float, str, tuple[float, Any]]:
-        result = train_candidate(view, cfg.candidates[index], data, options, label=mechanism, charge=charge)
-        score = accuracy(result, data.X_val, data.y_val, view)
-        scores.append((index, score))
-        return score, result.model_sha256, (score, result)
-
-    best = best_of_repetitions(view, len(cfg.candidates), repetitions, repetition)
+    shared = RepetitionInputs(candidates=cfg.candidates, data=data, options=options, charge=charge, label=mechanism,
+                              device=str(view.device), neighbouring=view.neighbouring,
+                              for_release=view.rng.for_release)
+    # in the order the sequential loop draws them: each repetition's candidate index, then its seeds
+    jobs = [Repetition(index=view.rng.randbelow(len(cfg.candidates)),
+                       seeds=predraw(view.rng, SEED_RANGE, SEEDS_PER_REPETITION)) for _ in range(repetitions)]
+    with cfg.parallel.executor() as executor:
+        outcomes = executor.map(run_repetition, shared, jobs)
+    failed = [o for o in outcomes if isinstance(o, TrialFailure)]
+    if failed:  # nothing is released; the repeat-and-select charge stays in the ledger and the run fails
+        raise TrialsFailed(f"{len(failed)} randtune repetition(s) failed, first: {failed[0].reason}; nothing was "
+                          "released, the repeat-and-select charge stays")
+    scores = [(job.index, score) for job, (score, _, _) in zip(jobs, outcomes, strict=True)]
+    best = select_best((job.index, score, digest, (score, result))
+                       for job, (score, digest, result) in zip(jobs, outcomes, strict=True))
     public: dict[str, Any] = {"method": PLUGIN_NAME, "distribution": cfg.distribution,
                               "parameters": dict(cfg.parameters), "charge_seq": charge.seq,
                               "public_data": [VALIDATION_NAME, FINAL_TEST_NAME]}
@@ -103,21 +133,55 @@ def tune(session: Session, config: Mapping[str, Any]) -> RandTuneOutcome:
                            wall_time_s=time.perf_counter() - start)
 
 
-def best_of_repetitions(view: PluginSession, n_candidates: int, repetitions: int,
-                        repetition: Callable[[int], tuple[float, str, T]]) -> tuple[int, str, T] | None:
-    """Run K repetitions, each on a candidate index drawn uniformly from ``view.rng``, and keep the best.
+@dataclass(frozen=True)
+class RepetitionInputs:
+    """What every repetition shares, sent to each worker once: the public grid and options, the data, the covering
+    repeat-and-select charge, and the session facts the trainer reads (device, neighbouring relation, whether its
+    randomness is for release)."""
 
-    Args:
-        repetition: trains candidate ``index`` and returns (score, model digest, payload); a larger score is better.
+    candidates: tuple[Candidate, ...]
+    data: TuningData
+    options: ModelOptions
+    charge: Charge
+    label: str
+    device: str
+    neighbouring: Neighbouring
+    for_release: bool
+
+
+@dataclass(frozen=True)
+class Repetition:
+    """One repetition: the candidate index and the :data:`SEEDS_PER_REPETITION` seeds the driver drew for it."""
+
+    index: int
+    seeds: tuple[tuple[int, int], ...]
+
+
+def run_repetition(shared: RepetitionInputs, job: Repetition) -> tuple[float, str, TrainResult]:
+    """Train candidate ``job.index`` under the repeat-and-select charge with the driver's seeds, behind a view
+    that can write nothing; a pure function of its inputs (it runs in a worker, or in the driver for one worker).
 
     Returns:
-        (index, digest, payload) of the best repetition under the fixed public total order (score, then the higher
-        candidate index, then the larger digest), or None when K = 0.
+        (accuracy on the public validation half, model digest, the training result).
+    """
+    view = DetachedView(ReplaySeeds(job.seeds, shared.for_release), shared.device, shared.neighbouring,
+                        (shared.charge.seq,))
+    result = train_candidate(view, shared.candidates[job.index], shared.data, shared.options,  # type: ignore[arg-type]
+                             label=shared.label, charge=shared.charge)
+    view.rng.check_exhausted()
+    score = accuracy(result, shared.data.X_val, shared.data.y_val, view)  # type: ignore[arg-type]
+    return score, result.model_sha256, result
+
+
+def select_best(results: Iterable[tuple[int, float, str, T]]) -> tuple[int, str, T] | None:
+    """The best of ``(candidate index, score, model digest, payload)`` results under the fixed public total order
+    (score, then the higher candidate index, then the larger digest); a larger score is better.
+
+    Returns:
+        (index, digest, payload) of the best, or None when there is none (K = 0).
     """
     best: tuple[tuple[float, int, str], T] | None = None
-    for _ in range(repetitions):
-        index = view.rng.randbelow(n_candidates)
-        score, digest, payload = repetition(index)
+    for index, score, digest, payload in results:
         key = (score, index, digest)
         if best is None or key > best[0]:
             best = (key, payload)
@@ -125,6 +189,23 @@ def best_of_repetitions(view: PluginSession, n_candidates: int, repetitions: int
         return None
     (_, index, digest), payload = best
     return index, digest, payload
+
+
+def best_of_repetitions(view: PluginSession, n_candidates: int, repetitions: int,
+                        repetition: Callable[[int], tuple[float, str, T]]) -> tuple[int, str, T] | None:
+    """Run K repetitions one after another, each on a candidate index drawn uniformly from ``view.rng``, and keep
+    the best (:func:`select_best`).
+
+    Args:
+        repetition: trains candidate ``index`` and returns (score, model digest, payload); a larger score is better.
+    """
+    def results() -> Iterable[tuple[int, float, str, T]]:
+        for _ in range(repetitions):
+            index = view.rng.randbelow(n_candidates)
+            score, digest, payload = repetition(index)
+            yield index, score, digest, payload
+
+    return select_best(results())
 
 
 def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:

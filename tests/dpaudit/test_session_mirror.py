@@ -138,6 +138,7 @@ def test_outage_is_resynced_per_run_on_close(make_session, client, monkeypatch):
     s = make_session(epsilon=1.0, mirror=True, name="outage")
     s.laplace(1.0, sensitivity=1.0, epsilon=0.1, label="before")
     assert s._tracking.wait()
+    s._tracking.retry_delays = ()  # the failure below is final at once (no back-off)
     real = s._tracking.mirror.record
     monkeypatch.setattr(s._tracking.mirror, "record",
                         lambda *a, **k: (_ for _ in ()).throw(RuntimeError("MLflow down")))

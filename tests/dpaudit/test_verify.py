@@ -107,7 +107,7 @@ def test_an_unreadable_fold_version_cannot_switch_the_components_check_off(bundl
             component["epsilon"], component["attained_by"] = 1e-9, "pld"
         claim = cert["claim"]
         claim["attained_by"], claim["epsilon"] = "rdp", claim["epsilon"] * 4
-        claim["accountant_version"] = claim["accountant_version"].replace("pld/3", "pld/9")
+        claim["accountant_version"] = claim["accountant_version"].replace("pld/4", "pld/9")
 
     _resign(bundle, tmp_path, edit=forge)
     report = verify_bundle(bundle, allow_not_for_release=True)
@@ -619,3 +619,20 @@ def test_a_confidential_key_in_one_of_equal_charges_is_named(twin_bundle, tmp_pa
         2, lambda e: {**e, "sensitivity": {**e["sensitivity"], "inputs": {"raw_values": [1, 2]}}}))
     assert any(r.startswith("public-bodies:") and f"record {last} (charge): event.sensitivity.inputs.raw_values" in r
                for r in reasons), reasons
+
+
+def test_a_second_release_on_one_of_equal_charges_is_named(twin_bundle, tmp_path):
+    """Attack: of three equal charges (one decoded event, so one fresh coverage state shared by all three), the
+    second charge's release is pointed at the first: the first is over its coverage and named, the others are not,
+    and the second charge is left unreleased (a state used by one charge never leaks into its twin)."""
+    records, _ = read_records(twin_bundle / "ledger.jsonl")
+    charges = [r.seq for r in records if r.type == "charge"]
+    second = [r.seq for r in records if r.type == "release"][1]
+
+    def repointed(rs: list[Record]) -> list[Record]:
+        return [replace(r, body={**r.body, "charge_seq": charges[0]}) if r.seq == second else r for r in rs]
+
+    reasons = _forge(twin_bundle, tmp_path, repointed)
+    (problem,) = [r for r in reasons if r.startswith("releases:")]
+    assert f"charge {charges[0]}: release" in problem and "one release more" in problem
+    assert problem.count("one release more") == 1 and f"charge {charges[2]}" not in problem

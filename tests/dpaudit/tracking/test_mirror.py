@@ -297,12 +297,18 @@ def test_bad_run_arguments_are_refused(mirror):
 
 
 def test_a_session_run_is_found_by_its_dpaudit_run_id_or_its_mlflow_id(mirror):
-    """MLflow makes its own run ids; a dpaudit run is found by its tag, the oldest if two claim one id, and a run
-    mirrored before sessions made their own ids by its MLflow id."""
+    """MLflow makes its own run ids; a dpaudit run is found by its tag, and a run mirrored before sessions made
+    their own ids by its MLflow id. When two runs claim one id the mirror writes to the oldest, but what is verified
+    (find_run) is refused: anyone who may edit the experiment can plant the older one."""
     tagged = mirror.start_run("tagged", {}, {"dpaudit.run_id": "a" * 32})
-    mirror.start_run("later copy", {}, {"dpaudit.run_id": "a" * 32})
     assert mirror.find_run("a" * 32).info.run_id == tagged
     assert mirror.find_run(tagged).info.run_id == tagged
+    copy = mirror.start_run("later copy", {}, {"dpaudit.run_id": "a" * 32})
+    assert mirror.find_session_run("a" * 32).info.run_id == tagged
+    with pytest.raises(VerificationError, match="more than one MLflow run") as refused:
+        mirror.find_run("a" * 32)
+    assert tagged in str(refused.value) and copy in str(refused.value)
+    assert mirror.find_run(copy).info.run_id == copy  # each is still found by its own MLflow id
     assert mirror.find_session_run("b" * 32) is None
     assert mirror.find_session_run("x' OR '1'='1") is None  # never reaches the filter string
 
