@@ -269,19 +269,19 @@ class SessionMirror:
                     return
                 item = self._pending.popleft()
                 self._busy = True
-            if item.always:
-                item.action()  # the finishing item catches and reports its own failures
-            elif self.error is None:
-                self._attempt(item)
-            else:
-                self._note_unsent(item)
             if item.always:  # the finishing item: the session is closed
+                item.action()  # it catches and reports its own failures
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
                     if not self._pending:
                         self._worker = None
                         return
+            elif self.error is None:
+                self._attempt(item)
+            else:
+                with self._cond:  # _put notes items under the lock too: the counts are shared with its threads
+                    self._note_unsent(item)
 
     def _attempt(self, item: _Item) -> None:
         """Run ``item``, retrying with back-off (:attr:`retry_delays`) while it fails, or while the mirror holds a
@@ -314,6 +314,7 @@ class SessionMirror:
                 self.unsent.update(self.mirror.unwritten())
 
     def _note_unsent(self, item: _Item) -> None:
+        """Count ``item`` as not sent (the caller holds ``_cond``)."""
         if item.seq is not None:
             self.unsent.add(item.seq)
         elif item.public:
