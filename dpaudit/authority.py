@@ -44,7 +44,7 @@ from dpaudit.errors import InvalidParameter, UncoveredRelease
 from dpaudit.events import PrivacyEvent
 from dpaudit.ledger import Record, read_records
 from dpaudit.mechanisms.randomness import RandomSource
-from dpaudit.records import CHARGE, FINISHED, RELEASE, ChargeBody, ReleaseBody
+from dpaudit.records import FINISHED, RELEASE, ReleaseBody
 from dpaudit.session import Session, _jsonable
 
 MAX_KEY_CHARS = 200
@@ -114,14 +114,10 @@ class BudgetAuthority:
         return cls(Session.resume(run_id, store=store, signing_key=signing_key, rng=rng))
 
     def _learn(self, records: list[Record]) -> None:
-        """Read the releases of keyed charges back from ``records`` (a resumed ledger's)."""
-        keys: dict[int, str] = {}
+        """Read the releases of keyed charges back from ``records`` (a resumed ledger's; the session holds its keys)."""
+        keys = {seq: key for key, seq in self._session.keyed_seqs()}
         for record in records:
-            if record.type == CHARGE:
-                key = ChargeBody.from_dict(record.body).key
-                if key is not None:
-                    keys[record.seq] = key
-            elif record.type == RELEASE:
+            if record.type == RELEASE:
                 body = ReleaseBody.from_dict(record.body)
                 key = keys.get(body.charge_seq)
                 if key is not None:  # an array kept in a sidecar file is never matched: a retry is refused

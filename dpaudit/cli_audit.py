@@ -51,14 +51,14 @@ def audit_mechanism_command(obj: dict, mechanism: str, epsilon: float, delta: fl
     from dpaudit.audit import MechanismAudit
     from dpaudit.audit.in_session import audit_in_session
     from dpaudit.audit.mechanism import family_of
-    from dpaudit.mechanisms.randomness import SecureRandom, SeededRandom
+    from dpaudit.mechanisms.randomness import SeededRandom
     from dpaudit.validation import check_delta
 
     # before the session opens: a bad option (a family the mechanism does not belong to) leaves no run behind
     check_delta(delta, allow_zero=False)  # the audit's δ: the one message of every audit entry point
     design = MechanismAudit(canaries, epsilon, delta, family=family_of(mechanism, family, delta))
     session_delta = delta if mechanism == "gaussian" else 0.0
-    rng = SecureRandom() if seed is None else SeededRandom(seed)
+    rng = None if seed is None else SeededRandom(seed)  # None: audit_in_session draws from the OS CSPRNG
     with Session(epsilon=epsilon, delta=max(session_delta, delta), name=f"audit-{mechanism}", store=obj["store"],
                  tracking_uri=obj["tracking_uri"], protected=("canaries",), mirror=False,
                  rng=None if seed is None else SeededRandom(seed + 1)) as session:

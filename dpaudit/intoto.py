@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from dpaudit import canonical
-from dpaudit import store as run_store
 from dpaudit.errors import DPAuditError, InvalidParameter, VerificationError
 from dpaudit.files import atomic_replace
-from dpaudit.ledger import Record, read_records
+from dpaudit.ledger import Record
+from dpaudit.prov import closed_run
 from dpaudit.records import RELEASE, ReleaseBody
 from dpaudit.signing import key_fingerprint, load_key, public_key_fingerprint, sign, verify_signature
 
@@ -187,10 +187,7 @@ def envelope_of_run(run_dir: Path, key_path: Path) -> bytes:
     key = load_key(Path(key_path))
     if key is None:
         raise InvalidParameter(f"no signing key at {key_path}: give the key that signed the run (--signing-key)")
-    records, _ = read_records(Path(run_dir) / run_store.LEDGER)
-    certificate = canonical.read_object(Path(run_dir) / run_store.CERTIFICATE, VerificationError)
-    if not records:
-        raise VerificationError(f"{run_dir}: the ledger holds no records")
+    records, certificate = closed_run(run_dir)
     return envelope_bytes(records, certificate, key)
 
 

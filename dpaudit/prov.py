@@ -114,6 +114,20 @@ def prov_bytes(records: Sequence[Record], certificate: Mapping[str, Any]) -> byt
     return canonical.encode(prov_document(records, certificate)) + b"\n"
 
 
+def closed_run(run_dir: Path) -> tuple[list[Record], dict[str, Any]]:
+    """The ledger records and the certificate of the closed run in ``run_dir`` (what an export derives from).
+
+    Raises:
+        VerificationError: no certificate, or an empty ledger.
+        LedgerError: the ledger is unreadable.
+    """
+    records, _ = read_records(Path(run_dir) / run_store.LEDGER)
+    certificate = canonical.read_object(Path(run_dir) / run_store.CERTIFICATE, VerificationError)
+    if not records:
+        raise VerificationError(f"{run_dir}: the ledger holds no records")
+    return records, certificate
+
+
 def write_prov(run_dir: Path, directory: Path) -> Path:
     """Write the PROV document of the closed run in ``run_dir`` as ``directory/``:data:`PROV_FILE` (atomically).
 
@@ -121,10 +135,7 @@ def write_prov(run_dir: Path, directory: Path) -> Path:
         VerificationError: no certificate, or an empty ledger.
         LedgerError: the ledger is unreadable or a body does not decode.
     """
-    records, _ = read_records(Path(run_dir) / run_store.LEDGER)
-    certificate = canonical.read_object(Path(run_dir) / run_store.CERTIFICATE, VerificationError)
-    if not records:
-        raise VerificationError(f"{run_dir}: the ledger holds no records")
+    records, certificate = closed_run(run_dir)
     target = Path(directory) / PROV_FILE
     atomic_replace(target, prov_bytes(records, certificate))
     return target

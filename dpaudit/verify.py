@@ -183,9 +183,10 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
     report.add("evidence-files", True, "regular files within the size limits, strict JSON")
     _check_certificate(report, certificate, records, public_pem, allow_not_for_release)
     _check_key_trust(report, public_pem, trust)
-    _check_run_binding(report, bundle, certificate, records[0].body if records[0].type == OPEN else {}, trust)
+    opened = records[0].body if records[0].type == OPEN else {}
+    _check_run_binding(report, bundle, certificate, opened, trust)
     if run_id is not None:
-        _check_requested_run(report, run_id, certificate, records[0].body if records[0].type == OPEN else {})
+        _check_requested_run(report, run_id, certificate, opened)
     if os.path.lexists(bundle / PROV_FILE):
         _check_prov(report, bundle / PROV_FILE, records, certificate)
     own = [bundle / ENVELOPE_FILE] if os.path.lexists(bundle / ENVELOPE_FILE) else []
@@ -203,7 +204,6 @@ def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
     _check_data_access(report, records)
     _check_audit(report, records, charges)
     _check_epsilon_claims(report, records, charges)
-    opened = records[0].body if records[0].type == OPEN else {}
     _check_claim(report, certificate, charges, opened)
     _check_components(report, records, certificate, charges)
     needed_assumptions = collect_assumptions(charges, adaptive="adaptive" in opened)

@@ -60,6 +60,14 @@ def null_setting(runs: int) -> dict[str, float]:
     return rates
 
 
+def _refutations(values: dict[str, list[float]], start: float, runs: int) -> dict[str, float]:
+    """Per test: the refutation rate (ε_lb > the claim) and the mean ε_lb; and the seconds per run since ``start``."""
+    out = {f"{k}_refuted": float(np.mean(np.array(v) > EPSILON)) for k, v in values.items()}
+    out |= {f"{k}_mean_epsilon_lb": float(np.mean(v)) for k, v in values.items()}
+    out["seconds_per_run"] = (time.perf_counter() - start) / runs
+    return out
+
+
 def broken(seed: int):
     noise = np.random.default_rng(seed)
     sigma = analytic_gaussian_sigma(EPSILON, DELTA, 1.0)
@@ -76,9 +84,7 @@ def broken_setting(runs: int) -> dict[str, float]:
         values["steinke"].append(report.steinke.epsilon)
         values["fdp_gaussian"].append(report.fdp.epsilon)
         values["fdp_free"].append(audit_mechanism(broken(seed), free, SeededRandom(seed)).fdp.epsilon)
-    out = {f"{k}_refuted": float(np.mean(np.array(v) > EPSILON)) for k, v in values.items()}
-    out |= {f"{k}_mean_epsilon_lb": float(np.mean(v)) for k, v in values.items()}
-    out["seconds_per_run"] = (time.perf_counter() - start) / runs
+    out = _refutations(values, start, runs)
     out["ceiling_steinke"], out["ceiling_fdp_gaussian"] = report.ceiling_steinke, report.ceiling_fdp
     return out
 
@@ -96,10 +102,7 @@ def session_setting(runs: int) -> dict[str, float]:
                                      audit, SeededRandom(seed))
             values["steinke"].append(report.steinke.epsilon)
             values["fdp_gaussian"].append(report.fdp.epsilon)
-    out = {f"{k}_refuted": float(np.mean(np.array(v) > EPSILON)) for k, v in values.items()}
-    out |= {f"{k}_mean_epsilon_lb": float(np.mean(v)) for k, v in values.items()}
-    out["seconds_per_run"] = (time.perf_counter() - start) / runs
-    return out
+    return _refutations(values, start, runs)
 
 
 def main(argv: list[str] | None = None) -> None:

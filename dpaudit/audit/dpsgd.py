@@ -47,6 +47,7 @@ from dpaudit.tuning.seeds import draw_seed
 from dpaudit.tuning.training import (
     SamplingPlan,
     TrainResult,
+    calibrate_noise_multiplier,
     check_add_remove,
     check_per_example,
     dp_sgd_event,
@@ -286,7 +287,6 @@ def audit_shipped(session: PluginSession, dataset: str, *, target_epsilon: float
     from dpaudit.audit.blackbox import audit_dpsgd_blackbox
     from dpaudit.data.access import require_data
     from dpaudit.tuning.models import seeded_model
-    from dpaudit.tuning.training import calibrate_noise_multiplier
 
     if dataset not in SHIPPED:
         raise InvalidParameter(f"unknown data set {dataset!r}; choose one of {SHIPPED}")

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from dpaudit.audit.steinke import SLACK, GuessCounts
+from dpaudit.audit.steinke import SLACK, GuessCounts, check_significance
 from dpaudit.audit.tradeoff import Family, GaussianCurve, ProfileCurve
-from dpaudit.errors import InvalidParameter
 
 #: relative width to which the leakage parameter θ is bisected
 THETA_TOLERANCE = 1e-4
@@ -39,8 +38,7 @@ def fdp_rejects(curve: GaussianCurve | ProfileCurve, counts: GuessCounts, level:
         counts: m canaries, k guesses, c correct.
         level: τ, the significance level.
     """
-    if not 0 < level < 1:
-        raise InvalidParameter(f"level must lie in (0, 1), got {level!r}")
+    check_significance(level)
     m, k, c = counts.canaries, counts.guesses, counts.correct
     if c == 0:
         return False

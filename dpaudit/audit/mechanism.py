@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from dpaudit.audit.guesses import GuessRule, SweepBound, ceilings, default_rules, sweep_bounds
+from dpaudit.audit.steinke import check_significance
 from dpaudit.audit.tradeoff import ApproxDpFamily, Family, GaussianFamily
 from dpaudit.display import show, show_delta, show_lower
 from dpaudit.errors import InvalidParameter
@@ -90,8 +91,7 @@ class MechanismAudit:
         check_count("canaries", self.canaries)
         check_nonnegative("claimed_epsilon", self.claimed_epsilon)  # ε = 0: refuted by any ε_lb > 0
         check_delta(self.delta, allow_zero=False)
-        if not 0 < self.level < 1:
-            raise InvalidParameter(f"level must lie in (0, 1), got {self.level!r}")
+        check_significance(self.level)
         if self.family is None:
             object.__setattr__(self, "family", ApproxDpFamily(self.delta))
         if self.rules is None:

@@ -47,7 +47,7 @@ import numpy as np
 from scipy import special, stats
 
 from dpaudit.audit.fdp import largest_rejected
-from dpaudit.audit.steinke import GuessCounts, rejects
+from dpaudit.audit.steinke import GuessCounts, check_significance, rejects
 from dpaudit.audit.tradeoff import GaussianFamily
 from dpaudit.errors import InvalidParameter
 
@@ -107,8 +107,7 @@ def order_stats_p_value(mu: float, counts: GuessCounts) -> float:
 
 def order_stats_mu(counts: GuessCounts, level: float = 0.05) -> float:
     """μ_lb: the largest μ (lower end of the bisection) whose product claim is rejected at ``level``; 0 if none."""
-    if not 0 < level < 1:
-        raise InvalidParameter(f"level must lie in (0, 1), got {level!r}")
+    check_significance(level)
     return largest_rejected(lambda mu: rejects(order_stats_p_value(mu, counts), level), GaussianFamily().theta_max)
 
 

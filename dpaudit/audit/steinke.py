@@ -56,6 +56,17 @@ class GuessCounts:
                                    f"guesses={self.guesses}, canaries={self.canaries}")
 
 
+def check_significance(level: float) -> float:
+    """A test's significance level: in (0, 1).
+
+    Raises:
+        InvalidParameter: a level outside (0, 1).
+    """
+    if not 0 < level < 1:
+        raise InvalidParameter(f"level must lie in (0, 1), got {level!r}")
+    return level
+
+
 def rejects(p_value: float, level: float) -> bool:
     """Whether a computed p-value clears ``level`` by the relative :data:`SLACK` (module docstring)."""
     return p_value < level * (1.0 - SLACK)
@@ -99,8 +110,7 @@ def steinke_epsilon(counts: GuessCounts, delta: float, level: float = 0.05) -> f
     Returns:
         ε_lb ≥ 0; 0 when not even ε = 0 is rejected ("no detectable leakage").
     """
-    if not 0 < level < 1:
-        raise InvalidParameter(f"level must lie in (0, 1), got {level!r}")
+    check_significance(level)
     if not rejects(steinke_p_value(counts, 0.0, delta), level):
         return 0.0
     lo, hi = 0.0, 1.0

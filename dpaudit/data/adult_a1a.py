@@ -74,10 +74,6 @@ class Bins:
     boundaries: tuple[float, ...]
     source: str
 
-    def index(self, value: float) -> int:
-        """The bin of ``value`` (0-based)."""
-        return int(np.searchsorted(np.asarray(self.boundaries), value, side="right"))
-
 
 _QUINTILES = "quintiles (numpy linear interpolation) of the 16,281 records of the public adult.test"
 BINS: dict[str, Bins] = {
@@ -99,17 +95,14 @@ def _bin_name(bins: Bins, k: int) -> str:
     return f"{bins.column} in [{lower}, {upper})"
 
 
-FEATURE_NAMES: tuple[str, ...] = tuple(
-    name
+_COLUMN_NAMES: dict[str, list[str]] = {
+    column: [f"{column}={value}" for value in CATEGORIES[column]] if column in CATEGORIES
+    else [_bin_name(BINS[column], k) for k in range(len(BINS[column].boundaries) + 1)]
     for column in ATTRIBUTES
-    for name in (
-        [f"{column}={value}" for value in CATEGORIES[column]] if column in CATEGORIES
-        else [_bin_name(BINS[column], k) for k in range(len(BINS[column].boundaries) + 1)]
-    )
-)
-_OFFSETS = dict(zip(ATTRIBUTES, np.cumsum([0] + [len(CATEGORIES[c]) if c in CATEGORIES
-                                                 else len(BINS[c].boundaries) + 1 for c in ATTRIBUTES]).tolist(),
-                    strict=False))
+}
+"""Each attribute's indicator columns, named."""
+FEATURE_NAMES: tuple[str, ...] = tuple(name for column in ATTRIBUTES for name in _COLUMN_NAMES[column])
+_OFFSETS = dict(zip(ATTRIBUTES, np.cumsum([0] + [len(_COLUMN_NAMES[c]) for c in ATTRIBUTES]).tolist(), strict=False))
 
 
 def encode(table: pd.DataFrame, where: str = "adult.data") -> np.ndarray:
@@ -130,8 +123,9 @@ def encode(table: pd.DataFrame, where: str = "adult.data") -> np.ndarray:
             if bad.any():
                 raise DPAuditError(f"{where} record {int(np.argmax(bad))}: {column}={values[bad][0]!r} is not in "
                                    "the public schema")
-            index = np.searchsorted(categories[np.argsort(categories)], values[known])
-            X[rows[known], _OFFSETS[column] + np.argsort(categories)[index]] = 1.0
+            order = np.argsort(categories)
+            index = np.searchsorted(categories[order], values[known])
+            X[rows[known], _OFFSETS[column] + order[index]] = 1.0
         else:
             import pandas as pd  # deferred: importing dpaudit.data loads no pandas
 

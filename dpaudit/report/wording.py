@@ -247,8 +247,8 @@ def summary(model: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"question": "Is the guarantee conditional?", "statements": [conditions_sentence(model["assumptions"])]},
         {"question": "What did it cost?",
          "statements": [f"{'; '.join(costs) or 'no charges'}; all together: {total}. {COMPOSITION_NOTE}"]},
-        *([{"question": "Was the guarantee audited?", "statements": audit_lines(model["info"])}]
-          if audit_lines(model["info"]) else []),
+        *([{"question": "Was the guarantee audited?", "statements": audits}]
+          if (audits := audit_lines(model["info"])) else []),
     ]
 
 

@@ -13,6 +13,7 @@ Every function that charges or records takes a plugin's view of the session
 """
 
 from dpaudit.tuning.candidates import (
+    SEEDS_PER_TRAINING,
     Candidate,
     accuracy,
     candidate_event,
@@ -41,7 +42,8 @@ from dpaudit.tuning.training import (
 )
 
 __all__ = [
-    "DEFAULTS", "MECHANISMS", "MODEL_KINDS", "OPTIMIZERS", "OPTION_KEYS", "SEED_RANGE", "TUNING_PROTECTED",
+    "DEFAULTS", "MECHANISMS", "MODEL_KINDS", "OPTIMIZERS", "OPTION_KEYS", "SEED_RANGE", "SEEDS_PER_TRAINING",
+    "TUNING_PROTECTED",
     "TUNING_PUBLIC", "Candidate", "CappedDPOptimizer", "ModelOptions", "SamplingPlan", "TrainResult", "TuningData",
     "accuracy", "build_model", "candidate_event", "check_covered", "dp_sgd_event", "draw_seed", "envelope_event",
     "evaluate", "grid_envelope", "parse_candidates", "plan_from_loader", "require_data",

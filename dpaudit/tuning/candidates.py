@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from dpaudit.tuning.data import TuningData
     from dpaudit.tuning.options import ModelOptions
 
+SEEDS_PER_TRAINING = 3
+"""The seeds one :func:`train_candidate` draws from its session's randomness: the model's initialisation, then the
+Poisson sampler's and the noise generator's (:func:`~dpaudit.tuning.training.train_private`)."""
+
 
 @dataclass(frozen=True)
 class Candidate:

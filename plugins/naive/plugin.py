@@ -35,6 +35,7 @@ from dpaudit.sensitivity import Neighbouring
 from dpaudit.tuning import (
     MECHANISMS,
     SEED_RANGE,
+    SEEDS_PER_TRAINING,
     Candidate,
     ModelOptions,
     TrainResult,
@@ -54,11 +55,9 @@ if TYPE_CHECKING:
 
 PLUGIN_NAME = "naive"
 VERSION = "0.1.0"
-SEEDS_PER_CANDIDATE = 3
-"""The seeds one candidate's training draws from its view's randomness: the model's initialisation
-(:func:`~dpaudit.tuning.candidates.train_candidate`), then the Poisson sampler's and the noise generator's
-(:func:`~dpaudit.tuning.training.train_private`); a worker that draws another number fails
-(:meth:`~dpaudit.parallel.ReplaySeeds.check_exhausted`)."""
+SEEDS_PER_CANDIDATE = SEEDS_PER_TRAINING
+"""The seeds one candidate's training draws from its view's randomness (:data:`~dpaudit.tuning.SEEDS_PER_TRAINING`);
+a worker that draws another number fails (:meth:`~dpaudit.parallel.ReplaySeeds.check_exhausted`)."""
 #: the fitted composition aims at ε_B·(1 − margin), so that the session's own check never fails on rounding
 _MARGIN = 1e-3
 

@@ -26,6 +26,7 @@ from dpaudit.sensitivity import Neighbouring
 from dpaudit.tuning import (
     MECHANISMS,
     SEED_RANGE,
+    SEEDS_PER_TRAINING,
     Candidate,
     ModelOptions,
     TrainResult,
@@ -46,11 +47,9 @@ T = TypeVar("T")
 
 PLUGIN_NAME = "randtune"
 VERSION = "0.1.0"
-SEEDS_PER_REPETITION = 3
-"""The seeds one repetition draws from its view's randomness: the model's initialisation
-(:func:`~dpaudit.tuning.candidates.train_candidate`), then the Poisson sampler's and the noise generator's
-(:func:`~dpaudit.tuning.training.train_private`); a worker that draws another number fails
-(:meth:`~dpaudit.parallel.ReplaySeeds.check_exhausted`)."""
+SEEDS_PER_REPETITION = SEEDS_PER_TRAINING
+"""The seeds one repetition draws from its view's randomness (:data:`~dpaudit.tuning.SEEDS_PER_TRAINING`); a
+worker that draws another number fails (:meth:`~dpaudit.parallel.ReplaySeeds.check_exhausted`)."""
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from dpaudit.sensitivity import Neighbouring, Norm, declared
 from dpaudit.signing import load_or_create_key
 from dpaudit.store import LEDGER, REPORT_MD
 from dpaudit.verify import verify_bundle
+from tests.dpaudit._authority_load import spend_requests
 
 SIZES = (0.001, 0.002, 0.005, 0.01)  # the mixed spend requests of the load tests
 
@@ -187,14 +188,8 @@ def test_the_drift_test_catches_nearest_rounded_sums(monkeypatch):
 def _spend(authority: BudgetAuthority, worker: int, requests: int, events, stats: Counter, lock) -> None:
     """One worker: random sizes; 30% of requests retry an earlier key (a lost reply) with the same event."""
     rng = random.Random(worker)
-    mine: list[tuple[str, object]] = []
     values: dict[str, float] = {}  # a retry releases the value it first released
-    for i in range(requests):
-        if mine and rng.random() < 0.3:
-            key, event = rng.choice(mine)
-        else:
-            key, event = f"w{worker}/r{i}", rng.choice(events)
-            mine.append((key, event))
+    for key, event in spend_requests(rng, worker, requests, events):
         try:
             grant = authority.reserve(event, key=key, plugin="worker", mechanism="laplace")
             authority.release(grant, values.setdefault(key, float(rng.randint(0, 9))))

@@ -29,6 +29,7 @@ from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.records import CHARGE, RELEASE, ChargeBody, ReleaseBody
 from dpaudit.sensitivity import Neighbouring, Norm, declared
 from dpaudit.verify import verify_bundle
+from tests.dpaudit._authority_load import spend_requests
 
 EVENTS = tuple(laplace_event(Neighbouring.ADD_REMOVE, declared(1.0, Norm.L1, "test"), e, label="spend")
                for e in (0.001, 0.002, 0.005, 0.01))
@@ -72,15 +73,9 @@ def _close_and_verify(authority, epsilon: float):
 def _spend(authority, worker: int, requests: int) -> Counter:
     """One worker task: random sizes, 30% of the requests retry an earlier key with the same event and value."""
     rng = random.Random(worker)
-    mine: list = []
     values: dict[str, float] = {}
     stats: Counter = Counter()
-    for i in range(requests):
-        if mine and rng.random() < 0.3:
-            key, event = rng.choice(mine)
-        else:
-            key, event = f"w{worker}/r{i}", rng.choice(EVENTS)
-            mine.append((key, event))
+    for key, event in spend_requests(rng, worker, requests, EVENTS):
         try:
             grant = ray.get(authority.reserve.remote(event, key, "worker", "laplace"))
         except BudgetExceeded:

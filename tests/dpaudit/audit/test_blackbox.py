@@ -6,8 +6,6 @@ Statistical checks are exact binomial tests at level ALPHA = 1e-3 with their pow
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
@@ -16,13 +14,14 @@ from scipy import stats
 
 from dpaudit.audit import blackbox
 from dpaudit.audit.blackbox import CanarySlots, InputCanaries, audit_dpsgd_blackbox, draw_input_canaries, margin_scores
-from dpaudit.audit.evidence import INPUT, audit_problems, audits
+from dpaudit.audit.evidence import INPUT, audits
 from dpaudit.certificate import charged_events
 from dpaudit.ledger import read_records
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.tuning import training
 from dpaudit.tuning.models import seeded_model
 from dpaudit.verify import verify_bundle
+from tests.dpaudit.audit._forge import add_less_noise, forger
 
 ALPHA = 1e-3
 
@@ -95,12 +94,7 @@ def test_an_audited_run_trains_on_the_included_canaries_and_verifies(make_sessio
     charges = charged_events(records)
     (seq, evidence), = audits(records)
     assert evidence["kind"] == INPUT and evidence["canary_digest"] == canaries.digest()
-    at = next(i for i, r in enumerate(records) if r.seq == seq)
-
-    def forged(**changes) -> list[str]:
-        body = {**records[at].body, "info": {"audit": {**evidence, **changes}}}
-        return audit_problems([*records[:at], dataclasses.replace(records[at], body=body), *records[at + 1:]],
-                              charges)[0]
+    forged = forger(records, charges, seq, evidence)
 
     assert forged() == []
     assert any("match a commitment" in p for p in forged(canary_digest="0" * 64))
@@ -114,17 +108,7 @@ def test_a_run_with_almost_no_noise_is_refuted_from_the_final_model_alone(make_s
     """DP-SGD that charges σ but adds σ/1000: the model memorises its included canaries' random labels, so the
     label margins separate members from the rest. Measured: f-DP ε_lb 1.41 and 0.91, Steinke 0.84 and 0.55 against
     the certified 0.5 (seeds 0, 1); the verdict (either test) must refute in both."""
-    honest_noise = training.CappedDPOptimizer.add_noise
-
-    def add_little_noise(self):
-        sigma = self.noise_multiplier
-        self.noise_multiplier = sigma / 1000
-        try:
-            honest_noise(self)
-        finally:
-            self.noise_multiplier = sigma
-
-    monkeypatch.setattr(training.CappedDPOptimizer, "add_noise", add_little_noise)
+    add_less_noise(monkeypatch, 1000)
     for seed in (0, 1):
         _, result, _ = _audit(make_session, seed=seed)
         assert result.report.refuted, result.report.statement()

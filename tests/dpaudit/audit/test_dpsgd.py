@@ -7,7 +7,6 @@ cheapest run whose f-DP family is still the Poisson-subsampled Gaussian of the r
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -24,9 +23,9 @@ from dpaudit.errors import InvalidParameter
 from dpaudit.ledger import read_records
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.report.model import build_report
-from dpaudit.tuning import training
 from dpaudit.tuning.models import seeded_model
 from dpaudit.verify import verify_bundle
+from tests.dpaudit.audit._forge import add_less_noise, forger, with_evidence
 
 ALPHA = 1e-3
 
@@ -138,12 +137,7 @@ def test_honest_run_is_not_refuted_and_verify_recomputes_its_evidence(make_sessi
     problems, line = audit_problems(records, charges)
     assert problems == [] and line.startswith("1 audit: level 0.05; committed design")
     (seq, evidence), = audits(records)
-    at = next(i for i, r in enumerate(records) if r.seq == seq)
-
-    def forged(**changes) -> list[str]:
-        body = {**records[at].body, "info": {"audit": {**evidence, **changes}}}
-        return audit_problems([*records[:at], dataclasses.replace(records[at], body=body), *records[at + 1:]],
-                              charges)[0]
+    forged = forger(records, charges, seq, evidence)
 
     bits = evidence["members"]
     perfect = [1.0 if b == "1" else -1.0 for b in bits]  # scores forged to separate the members perfectly
@@ -186,26 +180,14 @@ def test_a_forged_second_audit_record_is_invalid(make_session):
     honest, forged = audits(records)
     again = {**forged[1], "rules": honest[1]["rules"], "level": honest[1]["level"],
              "epsilon_cert": honest[1]["epsilon_cert"]}  # the honest record again: its commitment is used twice
-    at = next(i for i, r in enumerate(records) if r.seq == forged[0])
-    twice = [*records[:at], dataclasses.replace(records[at], body={**records[at].body, "info": {"audit": again}}),
-             *records[at + 1:]]
+    twice = with_evidence(records, forged[0], again)
     assert any("already used" in p for p in audit_problems(twice, charged_events(records))[0])
 
 
 def test_broken_run_with_an_eighth_of_the_noise_is_refuted(make_session, monkeypatch):
     """DP-SGD that charges σ but adds σ/8: μ = 8/σ = 1.6 per canary instead of 0.2, so both tests refute the
     certified ε ≈ 1 (their ceilings at m = 300 are ≈ 4) in every seed tried here."""
-    honest_noise = training.CappedDPOptimizer.add_noise
-
-    def add_little_noise(self):
-        sigma = self.noise_multiplier
-        self.noise_multiplier = sigma / 8
-        try:
-            honest_noise(self)
-        finally:
-            self.noise_multiplier = sigma
-
-    monkeypatch.setattr(training.CappedDPOptimizer, "add_noise", add_little_noise)
+    add_less_noise(monkeypatch, 8)
     _, result = _audit(make_session, seed=4)
     report = result.report
     assert report.refuted

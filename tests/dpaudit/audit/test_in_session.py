@@ -3,7 +3,6 @@ after it, recomputed by verify's ``audit`` check (the same code path as a DP-SGD
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -22,6 +21,7 @@ from dpaudit.mechanisms.gaussian import gaussian_event
 from dpaudit.mechanisms.randomness import SeededRandom
 from dpaudit.sensitivity import Norm, declared
 from dpaudit.verify import verify_bundle
+from tests.dpaudit.audit._forge import forger, with_evidence
 
 DELTA = 1e-5
 M = 300
@@ -54,12 +54,7 @@ def test_an_honest_release_is_audited_and_verify_recomputes_its_evidence(make_se
     assert evidence["kind"] == MECHANISM and evidence["charge_seq"] == charges[0][0] and len(evidence["scores"]) == M
     commitment = next(r.seq for r in records if r.type == "info" and "audit_commitment" in r.body["info"])
     assert commitment < evidence["charge_seq"] < seq
-    at = next(i for i, r in enumerate(records) if r.seq == seq)
-
-    def forged(**changes) -> list[str]:
-        body = {**records[at].body, "info": {"audit": {**evidence, **changes}}}
-        return audit_problems([*records[:at], dataclasses.replace(records[at], body=body), *records[at + 1:]],
-                              charges)[0]
+    forged = forger(records, charges, seq, evidence)
 
     assert forged() == []
     perfect = [1.0 if b == "1" else -1.0 for b in evidence["members"]]
@@ -91,10 +86,8 @@ def test_a_forged_second_record_and_a_reused_commitment_are_invalid(make_session
 
     records, _ = read_records(session.ledger_path)
     honest, second = audits(records)
-    at = next(i for i, r in enumerate(records) if r.seq == second[0])
-    again = dataclasses.replace(records[at], body={**records[at].body, "info": {"audit": dict(honest[1])}})
-    assert any("already used" in p for p in audit_problems([*records[:at], again, *records[at + 1:]],
-                                                           charged_events(records))[0])
+    again = with_evidence(records, second[0], dict(honest[1]))
+    assert any("already used" in p for p in audit_problems(again, charged_events(records))[0])
 
 
 def test_a_plugin_that_charges_epsilon_1_but_adds_an_eighth_of_the_noise_is_refuted(make_session):

@@ -4,7 +4,6 @@ stated, and a plan the budget cannot pay for refused before the first trial."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -12,30 +11,22 @@ import pytest
 
 from dpaudit.errors import BudgetExceeded, InvalidParameter
 from dpaudit.events import PrivacyEvent
-from dpaudit.ledger import read_records
 from dpaudit.verify import verify_bundle
 from dpaudit_plugins.dpareto import search, surrogate
 from dpaudit_plugins.dpareto.config import BoSettings, DparetoConfig, parse_config
 from dpaudit_plugins.dpareto.objectives import transform_reference
-from dpaudit_plugins.dpareto.plugin import PLUGIN_NAME, explore
+from dpaudit_plugins.dpareto.plugin import PLUGIN_NAME
 from dpaudit_plugins.dpareto.task import TrialPlan
 from dpaudit_plugins.dpareto.trials import TRIAL_MECHANISM
 
 from .charging_task import LaplaceTask, fail_above
+from .explore_run import explore_run
 
 SMALL_BO = BoSettings(n_initial=4, n_iterations=2, raw_samples=64, restarts=1, acquisition_maxiter=20, refit_every=2)
 
 
 def _run(make_session, cfg, *, epsilon=5.0, adaptive=True):
-    with make_session(epsilon, 1e-5, adaptive=adaptive, protected=("private data set",), public=()) as session:
-        try:
-            out = explore(session, cfg)
-        except (BudgetExceeded, InvalidParameter) as exc:
-            out = exc
-    records, problems = read_records(session.ledger_path)
-    assert not problems
-    certificate = json.loads(session.certificate_path.read_text(encoding="utf-8"))
-    return session, out, records, certificate
+    return explore_run(make_session, cfg, epsilon=epsilon, adaptive=adaptive, protected=("private data set",))
 
 
 def _infos(records, key):

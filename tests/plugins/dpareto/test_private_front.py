@@ -27,6 +27,7 @@ from dpaudit_plugins.dpareto.plugin import explore
 from dpaudit_plugins.dpareto.private_front import STATEMENT_ID, PrivateFront
 
 from .charging_task import LaplaceTask
+from .explore_run import explore_run
 from .private_task import EVALUATION, SIZE, TRAINING, ProtectedEvaluationTask, exact_error
 
 SMALL_BO = BoSettings(n_initial=4, n_iterations=2, raw_samples=64, restarts=1, acquisition_maxiter=20, refit_every=2)
@@ -39,15 +40,7 @@ def _private(method="hvpoi", eval_epsilon=EVAL_EPSILON, **kwargs):
 
 
 def _run(make_session, cfg, *, epsilon=50.0, adaptive=True, protected=(TRAINING, EVALUATION), public=()):
-    with make_session(epsilon, 1e-5, adaptive=adaptive, protected=protected, public=public) as session:
-        try:
-            out = explore(session, cfg)
-        except (BudgetExceeded, InvalidParameter) as exc:
-            out = exc
-    records, problems = read_records(session.ledger_path)
-    assert not problems
-    certificate = json.loads(session.certificate_path.read_text(encoding="utf-8"))
-    return session, out, records, certificate
+    return explore_run(make_session, cfg, epsilon=epsilon, adaptive=adaptive, protected=protected, public=public)
 
 
 def evaluation_problems(records, out) -> list[str]:
