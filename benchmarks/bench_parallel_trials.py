@@ -45,6 +45,7 @@ from dpaudit.tuning import (
     parse_candidates,
     tuning_data,
 )
+from dpaudit.tuning.detached import WorkerInputs
 from dpaudit_plugins.dpareto.plugin import run as run_dpareto
 from dpaudit_plugins.naive import tune as tune_naive
 from dpaudit_plugins.randtune import dominating_event
@@ -152,8 +153,9 @@ def main() -> None:
         label = f"{MECHANISMS[options.optimizer]} {options.model}"
         base = dominating_event([candidate_event(c, len(data.y_train), label) for c in grid], "bench")
         charge, _ = view.repeat_and_select(base, "geometric", {"gamma": 0.5}, label="bench")
-        shared = RepetitionInputs(candidates=grid, data=data, options=options, charge=charge, label=label,
-                                  device="cpu", neighbouring=view.neighbouring, for_release=False)
+        shared = RepetitionInputs(training=WorkerInputs(data=data, options=options, device="cpu",
+                                                        neighbouring=view.neighbouring, for_release=False),
+                                  candidates=grid, charge=charge, label=label)
         jobs = [Repetition(index=view.rng.randbelow(len(grid)),
                            seeds=predraw(view.rng, SEED_RANGE, SEEDS_PER_REPETITION)) for _ in range(args.trials)]
         print(f"{args.trials} randtune repetitions: MLP(32) DP-SGD on {len(data.y_train)} Adult rows, "

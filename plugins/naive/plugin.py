@@ -30,21 +30,18 @@ from dpaudit.accounting.tightest import MEMBERS
 from dpaudit.data.catalog import FINAL_TEST_NAME, TRAIN_NAME, VALIDATION_NAME
 from dpaudit.errors import AccountingError, PluginError, UnsupportedEvent
 from dpaudit.events import PrivacyEvent, compose
-from dpaudit.parallel import DetachedView, ReplaySeeds, TrialFailure, TrialsFailed, predraw
-from dpaudit.sensitivity import Neighbouring
+from dpaudit.parallel import TrialFailure, TrialsFailed, predraw
 from dpaudit.tuning import (
     MECHANISMS,
     SEED_RANGE,
     SEEDS_PER_TRAINING,
     Candidate,
-    ModelOptions,
     TrainResult,
-    TuningData,
     accuracy,
     candidate_event,
-    train_candidate,
     tuning_data,
 )
+from dpaudit.tuning.detached import WorkerInputs, train_replayed
 from dpaudit.tuning.training import charge_run
 from dpaudit_plugins.naive.config import NaiveConfig
 from dpaudit_plugins.naive.noise_scale import noise_factor
@@ -128,8 +125,7 @@ def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
     # the whole plan is checked before the first training: a grid the budget cannot pay for trains nothing
     view.check_affordable([candidate_event(c, len(data.y_train), f"candidate {i}") for i, c in
                               enumerate(candidates)])
-    shared = CandidateInputs(data=data, options=options, device=str(view.device), neighbouring=view.neighbouring,
-                             for_release=view.rng.for_release)
+    shared = WorkerInputs.of(view, data, options)
     best, scores, events = None, [], []
     with cfg.parallel.executor() as executor:
         # one worker: each candidate charged just before it trains (the sequential loop's ledger); N workers: the
@@ -177,18 +173,6 @@ def tune(session: Session, config: Mapping[str, Any]) -> NaiveOutcome:
 
 
 @dataclass(frozen=True)
-class CandidateInputs:
-    """What every candidate's training shares, sent to each worker once: the data, the public model options, and
-    the session facts the trainer reads (device, neighbouring relation, whether its randomness is for release)."""
-
-    data: TuningData
-    options: ModelOptions
-    device: str
-    neighbouring: Neighbouring
-    for_release: bool
-
-
-@dataclass(frozen=True)
 class ChargedCandidate:
     """One candidate ready to train: its hyperparameters, its own charge (made and claimed by the driver), the
     event's label, and the :data:`SEEDS_PER_CANDIDATE` seeds the driver drew for it."""
@@ -214,20 +198,14 @@ def charged_candidate(view: PluginSession, candidate: Candidate, index: int, dat
                             seeds=predraw(view.rng, SEED_RANGE, SEEDS_PER_CANDIDATE))
 
 
-def train_one(shared: CandidateInputs, job: ChargedCandidate) -> tuple[TrainResult, float]:
-    """Train one charged candidate with the driver's seeds behind a view that can write nothing, and score it on
-    the public validation half; a pure function of its inputs (it runs in a worker, or in the driver for one
-    worker). The run's record comes back in :attr:`~dpaudit.tuning.training.TrainResult.pending`.
+def train_one(shared: WorkerInputs, job: ChargedCandidate) -> tuple[TrainResult, float]:
+    """Train one charged candidate in a worker (:func:`~dpaudit.tuning.detached.train_replayed`; the driver writes
+    the returned :attr:`~dpaudit.tuning.training.TrainResult.pending` record).
 
     Returns:
         (the training result, accuracy on the public validation half).
     """
-    view = DetachedView(ReplaySeeds(job.seeds, shared.for_release), shared.device, shared.neighbouring,
-                        (job.charge.seq,))
-    result = train_candidate(view, job.candidate, shared.data, shared.options,  # type: ignore[arg-type]
-                             label=job.label, charge=job.charge, claimed=True)
-    view.rng.check_exhausted()
-    return result, accuracy(result, shared.data.X_val, shared.data.y_val, view)  # type: ignore[arg-type]
+    return train_replayed(shared, job.candidate, job.seeds, job.charge, job.label, claimed=True)
 
 
 def run(session: Session, config: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,21 +21,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from torch import nn
 
 from dpaudit.data.catalog import FINAL_TEST_NAME, TRAIN_NAME, VALIDATION_NAME
-from dpaudit.parallel import DetachedView, ReplaySeeds, TrialFailure, TrialsFailed, predraw
-from dpaudit.sensitivity import Neighbouring
+from dpaudit.parallel import TrialFailure, TrialsFailed, predraw
 from dpaudit.tuning import (
     MECHANISMS,
     SEED_RANGE,
     SEEDS_PER_TRAINING,
     Candidate,
-    ModelOptions,
     TrainResult,
-    TuningData,
     accuracy,
     candidate_event,
-    train_candidate,
     tuning_data,
 )
+from dpaudit.tuning.detached import WorkerInputs, train_replayed
 from dpaudit_plugins.randtune.base_event import dominating_event
 from dpaudit_plugins.randtune.config import RandTuneConfig
 
@@ -97,9 +94,8 @@ def tune(session: Session, config: Mapping[str, Any]) -> RandTuneOutcome:
     })
     charge, repetitions = view.repeat_and_select(base, cfg.distribution, cfg.parameters,
                                                  label=f"best of K repetitions by accuracy on {VALIDATION_NAME}")
-    shared = RepetitionInputs(candidates=cfg.candidates, data=data, options=options, charge=charge, label=mechanism,
-                              device=str(view.device), neighbouring=view.neighbouring,
-                              for_release=view.rng.for_release)
+    shared = RepetitionInputs(training=WorkerInputs.of(view, data, options), candidates=cfg.candidates,
+                              charge=charge, label=mechanism)
     # in the order the sequential loop draws them: each repetition's candidate index, then its seeds
     jobs = [Repetition(index=view.rng.randbelow(len(cfg.candidates)),
                        seeds=predraw(view.rng, SEED_RANGE, SEEDS_PER_REPETITION)) for _ in range(repetitions)]
@@ -134,18 +130,13 @@ def tune(session: Session, config: Mapping[str, Any]) -> RandTuneOutcome:
 
 @dataclass(frozen=True)
 class RepetitionInputs:
-    """What every repetition shares, sent to each worker once: the public grid and options, the data, the covering
-    repeat-and-select charge, and the session facts the trainer reads (device, neighbouring relation, whether its
-    randomness is for release)."""
+    """What every repetition shares, sent to each worker once: the training inputs, the public grid, the covering
+    repeat-and-select charge and its event's label."""
 
+    training: WorkerInputs
     candidates: tuple[Candidate, ...]
-    data: TuningData
-    options: ModelOptions
     charge: Charge
     label: str
-    device: str
-    neighbouring: Neighbouring
-    for_release: bool
 
 
 @dataclass(frozen=True)
@@ -157,18 +148,14 @@ class Repetition:
 
 
 def run_repetition(shared: RepetitionInputs, job: Repetition) -> tuple[float, str, TrainResult]:
-    """Train candidate ``job.index`` under the repeat-and-select charge with the driver's seeds, behind a view
-    that can write nothing; a pure function of its inputs (it runs in a worker, or in the driver for one worker).
+    """Train candidate ``job.index`` under the repeat-and-select charge in a worker
+    (:func:`~dpaudit.tuning.detached.train_replayed`).
 
     Returns:
         (accuracy on the public validation half, model digest, the training result).
     """
-    view = DetachedView(ReplaySeeds(job.seeds, shared.for_release), shared.device, shared.neighbouring,
-                        (shared.charge.seq,))
-    result = train_candidate(view, shared.candidates[job.index], shared.data, shared.options,  # type: ignore[arg-type]
-                             label=shared.label, charge=shared.charge)
-    view.rng.check_exhausted()
-    score = accuracy(result, shared.data.X_val, shared.data.y_val, view)  # type: ignore[arg-type]
+    result, score = train_replayed(shared.training, shared.candidates[job.index], job.seeds, shared.charge,
+                                   shared.label, claimed=False)
     return score, result.model_sha256, result
 
 

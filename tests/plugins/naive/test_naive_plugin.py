@@ -70,7 +70,7 @@ def test_a_grid_the_budget_cannot_pay_for_trains_nothing(make_session, monkeypat
     from dpaudit.errors import BudgetExceeded
     from dpaudit_plugins.naive import PLUGIN
 
-    monkeypatch.setattr("dpaudit_plugins.naive.plugin.train_candidate", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr("dpaudit.tuning.detached.train_candidate", lambda *a, **k: pytest.fail("trained"))
     s = make_session(epsilon=0.05, public=PLUGIN.public)
     with pytest.raises(BudgetExceeded):
         PLUGIN.run(s, PLUGIN.smoke_config)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+import dpaudit.tuning.detached as detached
 from dpaudit.accounting import get_accountant
 from dpaudit.errors import BudgetExceeded, InvalidParameter, PluginError
 from dpaudit.events import PoissonSubsampledGaussianEvent, PrivacyEvent, RepeatAndSelectEvent
 from dpaudit.ledger import read_records
 from dpaudit.verify import verify_bundle
 from dpaudit_plugins.randtune import PLUGIN, dominating_event, tune
-from dpaudit_plugins.randtune import plugin as plugin_module
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 
@@ -34,14 +34,14 @@ def _keys(value) -> set[str]:
 def test_one_repeat_and_select_charged_before_training_and_certified(make_session, monkeypatch):
     s = make_session(epsilon=10.0, public=PLUGIN.public)
     charges_at_training = []
-    real_train = plugin_module.train_candidate
+    real_train = detached.train_candidate
 
     def spy(session, *args, **kwargs):
         charges_at_training.append(sum(r.type == "charge" for r in _records(s)))  # session: the plugin's view
         assert kwargs["charge"] is not None
         return real_train(session, *args, **kwargs)
 
-    monkeypatch.setattr(plugin_module, "train_candidate", spy)
+    monkeypatch.setattr(detached, "train_candidate", spy)
     outcome = tune(s, CONFIG)
     s.close()
     records = _records(s)
@@ -110,7 +110,7 @@ def test_a_grid_without_a_dominating_base_is_refused(make_session, monkeypatch):
 
 
 def test_tiny_budget_trains_nothing(make_session, monkeypatch):
-    monkeypatch.setattr(plugin_module, "train_candidate", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(detached, "train_candidate", lambda *a, **k: pytest.fail("trained"))
     s = make_session(epsilon=0.01)
     with pytest.raises(BudgetExceeded):
         tune(s, CONFIG)
@@ -142,7 +142,7 @@ def test_record_times_and_closed_at_do_not_reveal_k(make_session, monkeypatch):
     ledgers' times are identical, and both verify. Before the fix the release came ~600·K s after the charge."""
     import dpaudit.ledger as ledger_module
 
-    real_train = plugin_module.train_candidate
+    real_train = detached.train_candidate
     times, closed = {}, {}
     for k in (1, 3):
         clock = {"now": 1.7e9}
@@ -159,7 +159,7 @@ def test_record_times_and_closed_at_do_not_reveal_k(make_session, monkeypatch):
 
         monkeypatch.setattr(ledger_module, "time", Clock)
         monkeypatch.setattr("dpaudit.session.sample_repetitions", lambda *a, k=k: k)
-        monkeypatch.setattr(plugin_module, "train_candidate", slow_train)
+        monkeypatch.setattr(detached, "train_candidate", slow_train)
         s = make_session(epsilon=10.0)
         outcome = tune(s, CONFIG)
         cert = s.close()
