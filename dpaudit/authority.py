@@ -101,7 +101,8 @@ class BudgetAuthority:
 
     @classmethod
     def resume(cls, run_id: str, *, store: Path | str | None = None, signing_key: Path | str | None = None,
-               rng: RandomSource | None = None) -> BudgetAuthority:
+               rng: RandomSource | None = None, mirror: bool = False,
+               tracking_uri: str | None = None) -> BudgetAuthority:
         """The authority of the unclosed run ``run_id`` whose process was killed, continued from its ledger.
 
         Its grants (each key is recorded in its charge record; the session rebuilds its key map) and releases are
@@ -111,7 +112,8 @@ class BudgetAuthority:
         Raises:
             InvalidParameter, LedgerError: see :meth:`Session.resume <dpaudit.session.Session.resume>`.
         """
-        return cls(Session.resume(run_id, store=store, signing_key=signing_key, rng=rng))
+        return cls(Session.resume(run_id, store=store, signing_key=signing_key, rng=rng, mirror=mirror,
+                                  tracking_uri=tracking_uri))
 
     def _learn(self, records: list[Record]) -> None:
         """Read the releases of keyed charges back from ``records`` (a resumed ledger's; the session holds its keys)."""

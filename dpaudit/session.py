@@ -262,7 +262,7 @@ class Session:
 
     @classmethod
     def resume(cls, run_id: str, *, store: Path | str | None = None, signing_key: Path | str | None = None,
-               rng: RandomSource | None = None) -> Session:
+               rng: RandomSource | None = None, mirror: bool = False, tracking_uri: str | None = None) -> Session:
         """Reopen the unclosed run ``run_id`` of the store (its process was killed) and continue it.
 
         The ledger is read and its chain verified (a torn final append is cut off and kept aside,
@@ -276,8 +276,11 @@ class Session:
         released (:func:`dpaudit.resume.resume_info`) is appended first. Charges made before the restart are
         reachable only by :meth:`charge_at` and may release only what their coverage has left
         (:func:`dpaudit.resume.resumed_coverage`: no training run or AboveThreshold round of theirs runs again). Not
-        carried over: the user's own data sources (catalog data sets stay reachable through :meth:`data`), plugin
-        versions registered before the restart, and the MLflow mirror (``dpaudit mirror sync RUN`` after the close).
+        carried over: the user's own data sources (catalog data sets stay reachable through :meth:`data`) and plugin
+        versions registered before the restart. With ``mirror`` the MLflow mirror continues: its worker first
+        catches the session run up with every record before the restart (the run found by its tag, or created), then
+        sends the resumed session's records as they are appended; without it, ``dpaudit mirror sync RUN`` does the
+        same after the close.
 
         Args:
             run_id: the run's id in the store.
@@ -286,6 +289,8 @@ class Session:
             rng: the randomness source (default :class:`SecureRandom`); it must describe itself as the ``open``
                 record's does, except that a seeded run needs an explicit ``SeededRandom`` with a seed the run has
                 not used (the same seed would replay noise already released).
+            mirror: continue the MLflow mirror (default off: a resumed process connects nowhere unless asked).
+            tracking_uri: the MLflow store (default as for a new session); only with ``mirror``.
 
         Raises:
             InvalidParameter: no such run, a run with a close record, another key, another kind of randomness (or
@@ -299,6 +304,7 @@ class Session:
             raise InvalidParameter(f"no run {run_id!r} in the store {root} (no {run_store.LEDGER})")
         key_path = Path(signing_key) if signing_key else run_store.default_key_path(root)
         rng = rng if rng is not None else SecureRandom()
+        tracking = open_session_mirror(mirror, tracking_uri, run_id)  # a refused URI stops before anything is read
         key, opened = check_resumable(run_dir, root, key_path, rng.describe())  # nothing is written before the checks
         self = cls.__new__(cls)
         self.rng = rng
@@ -321,8 +327,9 @@ class Session:
         self._closed, self._close_status, self._certificate = False, "", None
         self._plugins, self._rounds = {}, {}
         self.run_id, self.run_dir, self._ledger = run_id, run_dir, ledger
-        self._tracking = open_session_mirror(False, None, run_id)
+        self._tracking = tracking
         self._confidential = ConfidentialLog(run_dir) if opened.confidential_log else None
+        tracking.catch_up(ledger.records())
         self.record_info("session", resume_info(point, ledger.recovery, rng.describe()))
         return self
 

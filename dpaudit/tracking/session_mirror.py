@@ -81,12 +81,12 @@ class MirrorBacklog(DPAuditError):
 
 @dataclass(frozen=True)
 class _Item:
-    """One queued action: ``always`` (the finishing item) runs even after a failure; ``seq`` is the ledger record it
-    sends (None for others); ``public`` marks a public metric or artifact, which is not in the ledger."""
+    """One queued action: ``always`` (the finishing item) runs even after a failure; ``seqs`` are the ledger records
+    it sends (none for others); ``public`` marks a public metric or artifact, which is not in the ledger."""
 
     action: Callable[[], None]
     always: bool = False
-    seq: int | None = None
+    seqs: tuple[int, ...] = ()
     public: bool = False
 
 
@@ -176,9 +176,29 @@ class SessionMirror:
         self.mirrored_to[record.seq] = target
         if record.type == OPEN:
             self._opened = record.body
-        self._put(_Item(partial(self._send, target, record, spent_epsilon, False), seq=record.seq))
+        self._put(_Item(partial(self._send, target, record, spent_epsilon, False), seqs=(record.seq,)))
         if target != self.run_id and record.type == CHARGE:
-            self._put(_Item(partial(self._send, self.run_id, record, spent_epsilon, True), seq=record.seq))
+            self._put(_Item(partial(self._send, self.run_id, record, spent_epsilon, True), seqs=(record.seq,)))
+
+    def catch_up(self, records: Sequence[Record]) -> None:
+        """Queue the catch-up of a resumed run: the session run (found by its tag, or created from the ``open``
+        record) receives every record of ``records`` above its high-water mark
+        (:meth:`~dpaudit.tracking.mirror.MlflowMirror.resync`), before anything the resumed session appends
+        (called before the resumed session's first record, so every later record queues behind it).
+
+        Args:
+            records: the resumed ledger's records, from its ``open`` record on.
+        """
+        if self._connect is None:
+            return
+        self._opened = records[0].body
+        for record in records:
+            self.mirrored_to[record.seq] = self.run_id
+        self._put(_Item(partial(self._resync_session, list(records)), seqs=tuple(r.seq for r in records)))
+
+    def _resync_session(self, records: Sequence[Record]) -> None:
+        self._connected().resync(self._mlflow_id(self.run_id), [asdict(r) for r in records], spent_after(records),
+                                 key=self._spent_key())
 
     def log_public_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """Queue metrics computed on public data for the current run."""
@@ -315,8 +335,8 @@ class SessionMirror:
 
     def _note_unsent(self, item: _Item) -> None:
         """Count ``item`` as not sent (the caller holds ``_cond``)."""
-        if item.seq is not None:
-            self.unsent.add(item.seq)
+        if item.seqs:
+            self.unsent.update(item.seqs)
         elif item.public:
             self.lost_public += 1
 

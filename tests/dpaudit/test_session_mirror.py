@@ -303,3 +303,45 @@ def test_a_public_artifact_is_attached_and_its_digest_ledgered(make_session, cli
     infos = [r.body["info"]["public_artifact"] for r in records if "public_artifact" in r.body.get("info", {})]
     assert infos == [{"name": "front.png", "bytes": len(data), "artifact_path": "plugins/plotter",
                       "sha256": hashlib.sha256(data).hexdigest()}]
+
+
+def test_a_resumed_session_catches_its_mirror_up_then_mirrors_live(make_session, client, monkeypatch):
+    """A process dies while MLflow is down: its last release never reached the mirror. ``Session.resume(...,
+    mirror=True)`` first catches the same MLflow run (found by its tag, not a second run) up with every record
+    before the restart, then mirrors the resumed session's own records; close ends the run with its claim. Before
+    the change a resumed session mirrored nothing (``dpaudit mirror sync`` was the only way)."""
+    from dpaudit.mechanisms.randomness import SeededRandom
+
+    s = make_session(epsilon=1.0, mirror=True, name="dies")
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.1, label="before")
+    assert s._tracking.wait()
+    s._tracking.retry_delays = ()
+    monkeypatch.setattr(s._tracking.mirror, "record", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("down")))
+    s.laplace(2.0, sensitivity=1.0, epsilon=0.2, label="lost")
+    assert s._tracking.wait() and s._tracking.error is not None  # the process dies here, its run never closed
+    run = _session_run(client, s.run_id).info.run_id
+    assert not _metric(client, run, "release.lost")
+
+    resumed = Session.resume(s.run_id, rng=SeededRandom(1), mirror=True)
+    resumed.laplace(3.0, sensitivity=1.0, epsilon=0.3, label="after")
+    assert resumed._tracking.wait() and resumed._tracking.error is None  # "after" went by the live path
+    assert _metric(client, run, "release.lost")  # the catch-up writes at once (live records are batched)
+    resumed.close()
+    assert _metric(client, run, "release.after")
+    again = _session_run(client, s.run_id)  # still exactly one run with the tag
+    assert again.info.run_id == run and again.info.status == "FINISHED"
+    assert _metric(client, run, "dpaudit.epsilon_spent")[-1] == pytest.approx(0.6, abs=1e-9)
+    assert float(again.data.tags["dpaudit.certified_epsilon"]) == pytest.approx(0.6, abs=1e-3)
+
+
+def test_a_resumed_session_mirrors_nothing_unless_asked(make_session, client):
+    from dpaudit.mechanisms.randomness import SeededRandom
+
+    s = make_session(epsilon=1.0, name="quiet")
+    s.laplace(1.0, sensitivity=1.0, epsilon=0.1, label="before")
+    resumed = Session.resume(s.run_id, rng=SeededRandom(1))
+    resumed.laplace(1.0, sensitivity=1.0, epsilon=0.1, label="after")
+    resumed.close()
+    experiment = client.get_experiment_by_name("dpaudit")
+    assert experiment is None or not client.search_runs([experiment.experiment_id],
+                                                        f"tags.`dpaudit.run_id` = '{s.run_id}'")
