@@ -24,8 +24,10 @@ def test_idealised_row_at_toy_size(monkeypatch, tmp_path):
     idealised = load("audit_idealised", monkeypatch)
     monkeypatch.setattr(idealised, "PILOT", 2)
     monkeypatch.setattr(idealised, "OUT", tmp_path)
-    row = idealised.reproduce(0.5, 2000, 2)
+    row = idealised.reproduce(0.5, 2000, 2, draws=3)
     assert 0 < row.steinke[0] <= row.theory and 0 < row.fdp[0] <= row.theory
+    assert row.spread.draws == 3 and row.spread.fdp_quantiles[0] <= row.spread.fdp_quantiles[2] <= row.theory
+    assert row.spread.best > 0 and 0 <= row.spread.tutorial_at_paper <= 1
     assert row.steinke_bonferroni[0] <= row.steinke_uncorrected[0]
     assert 0 < row.order[0] <= row.theory and row.fdp_tutorial_max[0] > 0
     idealised.write([row])
