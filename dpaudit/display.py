@@ -42,6 +42,20 @@ def show(value: float | None, digits: int = CLAIM_DIGITS) -> str:
         return "n/a"
     if math.isinf(value):
         return "∞"
+    # the nearest ``digits``-digit decimal D (of the float's exact value), when its double is not below the value,
+    # is what rounding up shows: its double is the value itself (then :func:`round_up` keeps the value, whose text
+    # is D), or above it, so D is above the exact value and, as the nearest, the smallest such decimal (the text
+    # of that decimal's double is D again); for a positive value rounded down to nearest, the smallest decimal above
+    # it is D plus one unit of D's last digit (the value lies between the two, so has D's decimal exponent); a
+    # negative value, or one rounded up beyond the largest double, takes the exact rounding up
+    nearest = f"{value:.{digits}g}"
+    if value <= float(nearest) < math.inf:
+        return nearest
+    if value > 0:
+        below = Decimal(nearest)
+        above = float(below + Decimal(1).scaleb(below.adjusted() - digits + 1))
+        if above < math.inf:
+            return f"{above:.{digits}g}"
     return f"{round_up(value, digits):.{digits}g}"
 
 

@@ -65,13 +65,15 @@ def release_claim_problems(records: Sequence[Record],
                            charges: Sequence[tuple[int, PrivacyEvent]]) -> tuple[list[str], int]:
     """What is wrong with the ledger's ``release_claim`` statements and ``release_claims_required`` plans, and how
     many claims were checked (module docstring)."""
+    problems = _requirement_problems(records)
+    claims = stated_claims(records, RELEASE_CLAIM_KEY)
+    if not claims:  # (the index below reads every release: only for a ledger that states claims about them)
+        return problems, 0
     events = dict(charges)
     latest: dict[str, list[tuple[int, Any, Any]]] = {}
     for r in records:
         if r.type == RELEASE and isinstance(r.body, Mapping) and isinstance(r.body.get("label"), str):
             latest.setdefault(r.body["label"], []).append((r.seq, r.body.get("output"), r.body.get("charge_seq")))
-    problems = _requirement_problems(records)
-    claims = stated_claims(records, RELEASE_CLAIM_KEY)
     for seq, key, statement in claims:
         where = f"record {seq} ({key})"
         claim = statement[RELEASE_CLAIM_KEY]

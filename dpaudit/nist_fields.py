@@ -84,18 +84,25 @@ def declarations(other_releases: str, data_custody: str) -> dict[str, str]:
     return out
 
 
-def _native_guarantee(claim: Mapping[str, Any], events: Sequence[PrivacyEvent]) -> dict[str, Any]:
-    """The guarantee in the form the accountant works in (see the module docstring)."""
+def _tally(events: Sequence[PrivacyEvent]) -> tuple[Any, dict[Any, int]]:
+    """:func:`dpaudit.accounting.charges.tally` of the composition of ``events`` (non-empty)."""
     from dpaudit.accounting.charges import tally  # deferred: the report imports FIELD without the accountants
+
+    return tally(compose(list(events)))
+
+
+def _native_guarantee(claim: Mapping[str, Any], tallied: tuple[Any, dict[Any, int]] | None) -> dict[str, Any]:
+    """The guarantee in the form the accountant works in (see the module docstring); ``tallied``: :func:`_tally`
+    of the charged events (None where there are none)."""
     from dpaudit.accounting.rdp import ORDERS, composed_rdp, unsupported_reason
 
     if "filter" in claim:
         return {"kind": "renyi_filter", "statement": "Renyi filter (Feldman & Zrnic 2021): every charge was admitted "
                 "while the running RDP sum stayed within the filter's budget at some order; the filter is the "
                 "claim's 'filter'"}
-    if not events:
+    if tallied is None:
         return {"kind": "none", "statement": "no charges: nothing was released from the protected data"}
-    relation, counts = tally(compose(list(events)))
+    relation, counts = tallied
     reason = unsupported_reason(counts)
     if reason is not None:
         return {"kind": "approximate_dp", "statement": f"no Renyi-DP curve: {reason}; the (epsilon, delta) claim "
@@ -119,12 +126,12 @@ def _floating_point(assumptions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                                            f"{', '.join(floating)} (stated as assumptions)")}
 
 
-def _tuning(records: Sequence[Record], events: Sequence[PrivacyEvent]) -> dict[str, Any]:
-    from dpaudit.accounting.charges import RepeatSelectSpec, tally
+def _tuning(records: Sequence[Record], tallied: tuple[Any, dict[Any, int]] | None) -> dict[str, Any]:
+    from dpaudit.accounting.charges import RepeatSelectSpec
 
     selectors = sorted({body.plugin for body in (InfoBody.from_dict(r.body) for r in records if r.type == INFO)
                         if isinstance(body.info.get("selected"), Mapping)})
-    repeat = bool(events) and any(isinstance(spec, RepeatSelectSpec) for spec in tally(compose(list(events)))[1])
+    repeat = tallied is not None and any(isinstance(spec, RepeatSelectSpec) for spec in tallied[1])
     if not selectors and not repeat:
         return {"recorded": False, "statement": "no hyperparameter selection recorded in the ledger; tuning on the "
                 "protected data outside this session is NOT covered by the claim"}
@@ -170,6 +177,7 @@ def nist_fields(records: Sequence[Record], claim: Mapping[str, Any], assumptions
     declared = opened.declarations or {}
     releases = sum(1 for r in records if r.type == RELEASE)
     adaptive = opened.adaptive is not None
+    tallied = _tally(events) if events else None  # composed and tallied once, for the guarantee and the tuning
     return {
         "unit_of_privacy": {"unit": "record", "contribution_bound": "1 record per neighbouring change",
                             "statement": UNIT_STATEMENT},
@@ -179,9 +187,9 @@ def nist_fields(records: Sequence[Record], claim: Mapping[str, Any], assumptions
                         "statement": "interactive: queries may be chosen after earlier outputs; "
                         + ("their privacy parameters too, admitted by a Renyi filter" if adaptive else
                            "their privacy parameters fixed in advance (an assumption of the certificate)")},
-        "native_guarantee": _native_guarantee(claim, events),
+        "native_guarantee": _native_guarantee(claim, tallied),
         "randomness": {"source": dict(opened.randomness), **_floating_point(assumptions)},
-        "tuning": _tuning(records, events),
+        "tuning": _tuning(records, tallied),
         "other_releases": declared.get("other_releases", NOT_STATED),
         "data_custody": declared.get("data_custody", NOT_STATED),
         "data_size": data_size(events),

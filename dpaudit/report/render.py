@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import html
 import json
+import secrets
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -245,9 +247,70 @@ JSON_ONE_PER_LINE = ("events", "released", "cumulative_epsilon", "info")
 _encode_item = canonical.acyclic_encode(json.JSONEncoder(sort_keys=True, ensure_ascii=False))
 
 
+#: an event item's members (:func:`dpaudit.report.model.report_from`), those that differ between the charges of one
+#: description (the slots of :func:`_encode_events`' templates) and the rest (strings, and the description's objects)
+_EVENT_KEYS = ("seq", "time", "plugin", "mechanism", "epsilon_spent", "bound_source", "kind", "label", "parameters",
+               "multiplicity", "sensitivity", "assumptions", "releases")
+_EVENT_SLOTS = ("seq", "time", "epsilon_spent", "releases")
+_event_slots = itemgetter(*_EVENT_SLOTS)
+_event_strings = itemgetter("plugin", "mechanism", "bound_source", "kind", "label", "multiplicity")
+_event_objects = itemgetter("parameters", "sensitivity", "assumptions")
+_NOT_FINITE = frozenset({"inf", "-inf", "nan"})
+_MARKER = "\x00dpaudit-report-slot-" + secrets.token_hex(8) + "-"
+
+
+def _event_template(event: dict[str, Any]) -> tuple[str, Any] | None:
+    """(the %-template of ``event``'s encoding with its slots left open, the getter putting the slots' texts in
+    template order), or None where a slot's marker does not occur exactly once in that encoding."""
+    markers = [_MARKER + str(i) for i in range(len(_EVENT_SLOTS))]
+    text = _encode_item({**event, **dict(zip(_EVENT_SLOTS, markers, strict=True))})
+    quoted = [_encode_item(m) for m in markers]
+    if any(text.count(q) != 1 for q in quoted):
+        return None
+    template = text.replace("%", "%%")
+    for q in quoted:
+        template = template.replace(q, "%s")
+    return template, itemgetter(*sorted(range(len(quoted)), key=lambda i: text.index(quoted[i])))
+
+
+def _encode_events(events: list[Any]) -> list[str]:
+    """``[_encode_item(e) for e in events]``, the same texts, with one template per event shape.
+
+    The charges of one description share its objects (``parameters``, ``sensitivity``, ``assumptions``:
+    :func:`dpaudit.report.model.report_from`), which the C encoder would re-sort and re-encode (their floats' ``repr``
+    above all) for every item. An item with exactly :data:`_EVENT_KEYS` is keyed by its members' types, its strings
+    and multiplicity by value, and its description objects by identity (``events`` keeps them alive, so no id is
+    reused meanwhile): items of one key encode alike but for their :data:`_EVENT_SLOTS`, numbers whose text json
+    writes as ``int.__repr__`` / ``float.__repr__`` (a non-finite float, and any other item, is encoded whole), and
+    whose markers were found once each in the template.
+    """
+    templates: dict[tuple[Any, ...], tuple[str, Any] | None] = {}
+    out = []
+    for event in events:
+        if type(event) is not dict or tuple(event) != _EVENT_KEYS:
+            out.append(_encode_item(event))
+            continue
+        types = tuple(map(type, event.values()))
+        key = (types, _event_strings(event), tuple(map(id, _event_objects(event))))
+        found = templates.get(key)
+        if found is None and key not in templates:
+            found = templates[key] = _event_template(event) if types[0] is types[-1] is int \
+                and types[1] in (int, float) and types[4] in (int, float) else None
+        if found is None:
+            out.append(_encode_item(event))
+            continue
+        texts = [repr(value) for value in _event_slots(event)]  # exact int and float: json's own texts
+        if not _NOT_FINITE.isdisjoint(texts):
+            out.append(_encode_item(event))
+            continue
+        template, order = found
+        out.append(template % order(texts))
+    return out
+
+
 def _json_value(key: str, value: Any) -> str:
     if key in JSON_ONE_PER_LINE and value:
-        items = map(_encode_item, value)
+        items = _encode_events(value) if key == "events" else map(_encode_item, value)
         return "[\n    " + ",\n    ".join(items) + "\n  ]"
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).replace("\n", "\n  ")
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
 from dpaudit import from_formula
 from dpaudit.coverage import (
+    CoverageState,
     after_claim,
     after_release,
     after_round_start,
@@ -208,3 +211,12 @@ def test_rounds_apply_only_to_above_threshold_charges():
         after_round_start(unused(_laplace()))
     with pytest.raises(UncoveredRelease, match="no rounds"):
         next_query(unused(_laplace()), 0)
+
+
+def test_after_release_keeps_every_field_of_the_state_but_the_count():
+    """``after_release`` builds the next state by its constructor (faster than ``dataclasses.replace``): it must name
+    every field, so a field added to the state must be added there too (this test lists them)."""
+    assert [f.name for f in fields(CoverageState)] == ["coverage", "outputs", "claims", "rounds"]
+    state = CoverageState(unused(_laplace(2)).coverage, 0, 3, ())
+    after = after_release(state, [1.0, 2.0])
+    assert (after.coverage, after.outputs, after.claims, after.rounds) == (state.coverage, 1, 3, ())

@@ -50,3 +50,35 @@ def test_show_lower_rounds_a_lower_bound_down_exactly():
     assert show_lower(0.99996) == "0.999"  # nearest rounding would print 1.000, above the bound
     assert show_lower(0.11699999999999999) == "0.116"  # floor(x * 1000) / 1000 gives 0.117 here, above x
     assert show_lower(1.5) == "1.500" and show_lower(-0.0001) == "-0.001" and show_lower(float("inf")) == "∞"
+
+
+def _show_by_exact_rounding(value: float, digits: int) -> str:
+    """``show`` as it was before its shortcut: every value through :func:`round_up`."""
+    return f"{round_up(value, digits):.{digits}g}"
+
+
+def _hard_values(rng: random.Random) -> list[float]:
+    """Random floats, and the floats next to decimals of few digits (ties, decade edges), both signs."""
+    values = [0.0, -0.0, 1.0, 9.999995, 9.9999995, 0.1 + 0.2, 5e-324, 1.7976931348623157e308, 1e16, 1e-5]
+    for _ in range(4000):
+        values.append(rng.uniform(-1, 1) * 10 ** rng.randint(-30, 30))
+        decimal = rng.randint(1, 10**7) * 10.0 ** rng.randint(-12, 12)
+        values += [decimal, math.nextafter(decimal, math.inf), math.nextafter(decimal, -math.inf)]
+        half = (rng.randint(10**5, 10**6 - 1) + 0.5) * 10.0 ** rng.randint(-8, 8)  # a tie at 6 digits
+        values += [half, math.nextafter(half, math.inf), math.nextafter(half, -math.inf)]
+    return values + [-v for v in values]
+
+
+@pytest.mark.parametrize("digits", [CLAIM_DIGITS, 4, 1])
+def test_show_is_the_exact_rounding_up_for_every_value(digits):
+    """The shortcut (the nearest decimal where it is not below the value) shows what exact rounding up shows."""
+    for value in _hard_values(random.Random(digits)) + [math.nan]:
+        assert show(value, digits) == _show_by_exact_rounding(value, digits), value
+
+
+def test_the_show_test_catches_a_shortcut_that_takes_the_nearest_decimal_when_it_is_below():
+    """Broken variant: the nearest decimal whatever its side (an ε shown below itself) fails the test above."""
+    def nearest(value, digits=CLAIM_DIGITS):
+        return f"{value:.{digits}g}"
+    broken = [v for v in _hard_values(random.Random(0)) if nearest(v) != _show_by_exact_rounding(v, CLAIM_DIGITS)]
+    assert len(broken) > 1000

@@ -766,3 +766,72 @@ def test_a_line_naming_the_readers_marker_is_read_as_written(tmp_path: Path) -> 
     records, problems = read_records(path)
     assert problems == [] and records == _read_each_line_alone(path)
     assert records[1].body == body
+
+
+# the fast parser (``ledger._fast_parse``, orjson) is used only where json's canonical re-encoding of its parse is the
+# line; these are lines where orjson and json disagree, each read as json reads it
+
+
+def _rewritten(path: Path, line_no: int, old: str, new: str) -> str:
+    """Replace ``old`` by ``new`` in line ``line_no`` (0-based) of the ledger; the edited line."""
+    lines = _lines(path)
+    assert old in lines[line_no]
+    lines[line_no] = lines[line_no].replace(old, new, 1)
+    path.write_text("".join(lines), encoding="utf-8")
+    return lines[line_no]
+
+
+@pytest.mark.parametrize(("canonical_number", "orjson_number"), [("1e-05", "0.00001"), ("1.5e-07", "0.00000015")])
+def test_a_number_as_orjson_writes_it_but_json_does_not_is_refused(tmp_path: Path, canonical_number: str,
+                                                                   orjson_number: str) -> None:
+    """orjson writes 1e-05 as 0.00001 (json's canonical form is 1e-05): a line holding orjson's form is not canonical,
+    whichever parser reads it first. (A reader that compared orjson's re-encoding instead accepts it: below.)"""
+    path = tmp_path / "l.jsonl"
+    _ledger_of(path, [{"x": float(canonical_number)}, {"x": 1.0}])
+    edited = _rewritten(path, 0, f'"x":{canonical_number}', f'"x":{orjson_number}')
+    records, problems = read_records(path)
+    assert problems == [f"line 1: {MALFORMED}: not in canonical JSON form (whitespace, key order, duplicate keys or "
+                        "number format)"]
+    assert [r.seq for r in records] == [1]
+    with pytest.raises(LedgerError, match="not in canonical JSON form"):
+        Record.from_line(edited)
+
+
+def test_the_orjson_form_test_catches_a_reader_comparing_orjsons_re_encoding(tmp_path: Path, monkeypatch) -> None:
+    """Broken variant: the canonical check done with orjson's encoder accepts the orjson-form line above."""
+    import orjson
+
+    path = tmp_path / "l.jsonl"
+    _ledger_of(path, [{"x": 1e-05}])
+    _rewritten(path, 0, '"x":1e-05', '"x":0.00001')
+    monkeypatch.setattr(ledger_module.canonical, "dumps_parsed",
+                        lambda obj: orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode())
+    records, problems = read_records(path)
+    assert problems == [] and len(records) == 1  # accepted: the test above fails on this reader
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, 10**40])
+def test_an_integer_beyond_64_bits_is_read_as_json_reads_it(tmp_path: Path, value: int) -> None:
+    """orjson refuses integers beyond 64 bits, json reads them: the line is read by json, exactly."""
+    path = tmp_path / "l.jsonl"
+    _ledger_of(path, [{"n": value, "event": EVENT}, {"n": value, "event": EVENT}])
+    records, problems = read_records(path)
+    assert problems == [] and verify_chain(records) == []
+    assert [r.body["n"] for r in records] == [value, value] and all(type(r.body["n"]) is int for r in records)
+    assert records == _read_each_line_alone(path)
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ('"x":1', '"x":1,"x":1'),  # a duplicate key: orjson keeps one, json's re-encoding then differs
+    ('"x":1', '"x":-0'),
+    ('"x":1', '"x":1E0'),
+])
+def test_lines_orjson_parses_are_still_held_to_the_canonical_form(tmp_path: Path, old: str, new: str) -> None:
+    path = tmp_path / "l.jsonl"
+    _ledger_of(path, [{"x": 1}, {"x": 1}])
+    edited = _rewritten(path, 0, old, new)
+    _, problems = read_records(path)
+    assert len(problems) == 1 and problems[0].startswith(f"line 1: {MALFORMED}: not in canonical JSON form"), problems
+    with pytest.raises(LedgerError, match="not in canonical JSON form"):
+        Record.from_line(edited)
+

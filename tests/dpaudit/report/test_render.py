@@ -158,3 +158,61 @@ def test_markdown_rows_escape_exactly_as_cell_by_cell():
         rows = tuple(tuple("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 4))) for _ in range(width))
                      for _ in range(rng.randint(0, 4)))
         assert _md_rows(rows) == ["| " + " | ".join(_md(c) for c in r) + " |" for r in rows], rows
+
+
+def _events_of_few_descriptions() -> list[dict]:
+    """Event items as the model builds them (shared description objects), with members that differ in one place."""
+    import importlib
+
+    render_module = importlib.import_module("dpaudit.report.render")
+    params = {"epsilon": 0.5, "scale": 2.0, "grid": 0.001, "dimension": 1}
+    twin = dict(params)  # equal content, another object
+    sens = {"value": 1.0, "norm": "abs", "formula": "count", "source": "s"}
+    assumptions: list[str] = []
+    events = []
+    for i, (p, mult, label, plugin, eps, released) in enumerate([
+            (params, 1, "count", "session", 0.5, 1), (params, 1, "count", "session", 1.0, 0),
+            (twin, 1, "count", "session", 1.5, 1),  # equal parameters in another object
+            (dict(params, epsilon=0.25), 1, "count", "session", 1.75, 1),
+            (params, 1.0, "count", "session", 2.25, 1), (params, True, "count", "session", 2.75, 1),  # 1, 1.0, true
+            (params, 1, "count%s", "session", 3.0, 1), (params, 1, 'a "quoted" \x00 label', "session", 3.5, 1),
+            (params, 1, "count", "plugin-b", 4.0, 2), (params, 1, "count", "session", float("inf"), 1),
+            (params, 1, "count", "session", -0.0, True), (params, 1, "count", "session", 5, 1)]):
+        events.append({"seq": 2 * i + 1, "time": 1.7e9 + i / 7, "plugin": plugin, "mechanism": "laplace",
+                       "epsilon_spent": eps, "bound_source": "rdp", "kind": "laplace", "label": label,
+                       "parameters": p, "multiplicity": mult, "sensitivity": sens, "assumptions": assumptions,
+                       "releases": released})
+    events.append({**events[0], "extra": 1})  # another shape
+    assert tuple(events[0]) == render_module._EVENT_KEYS
+    return events
+
+
+def test_events_encode_as_json_encodes_each_alone():
+    """The templated event encoding (one template per description) gives each item's own bytes, also where two
+    items differ only in one member: an equal parameters object, a parameter, 1 / 1.0 / true, a label with % or a
+    quote or a NUL, the plugin, a non-finite or a negative-zero number, a boolean or int where a float stood."""
+    import importlib
+
+    render_module = importlib.import_module("dpaudit.report.render")
+    events = _events_of_few_descriptions()
+    assert render_module._encode_events(events) == [render_module._encode_item(e) for e in events]
+    rng = random.Random(1)
+    shuffled = rng.sample(events, len(events)) * 3
+    assert render_module._encode_events(shuffled) == [render_module._encode_item(e) for e in shuffled]
+
+
+def test_the_event_encoding_test_catches_a_template_keyed_without_types_or_labels(monkeypatch):
+    """Broken variants: keyed without the members' types (1, 1.0 and true share a template) or without the
+    strings (two labels share one): the test above fails on each."""
+    import importlib
+
+    render_module = importlib.import_module("dpaudit.report.render")
+    events = _events_of_few_descriptions()
+    expected = [render_module._encode_item(e) for e in events]
+    real_map = map
+    monkeypatch.setattr(render_module, "map", lambda f, xs: real_map(f, xs) if f is not type else
+                        [int if t in (int, float, bool) else t for t in real_map(type, xs)], raising=False)
+    assert render_module._encode_events(events) != expected
+    monkeypatch.undo()
+    monkeypatch.setattr(render_module, "_event_strings", lambda e: ())
+    assert render_module._encode_events(events) != expected
