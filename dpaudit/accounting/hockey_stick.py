@@ -45,7 +45,9 @@ mechanism really produces, so the true ε of the accounted model is at least wha
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 from scipy import fft as sp_fft
@@ -78,6 +80,11 @@ MAX_LEAF_POINTS = 20_000_000
 TILT_ITERATIONS = 6
 #: Grid used while searching for the tilt.
 COARSE_INTERVAL = 1e-2
+#: Aligned grids (:func:`lattice_of`): the composed law's target span in grid points, its spread per √k cells, and
+#: the most grid points per atom.
+LATTICE_POINTS = 2**19
+LATTICE_SPREAD = 22
+MAX_CELLS = 1024
 
 
 @dataclass(frozen=True)
@@ -205,6 +212,26 @@ def discrete_laplace_pmf(parameter: float, sensitivity: int, h: float) -> LossPm
     log_mass = np.concatenate(([-float(np.logaddexp(0.0, -a)), -a * d - float(np.logaddexp(0.0, -a))],
                                log_norm - a * z))
     return _binned(losses, log_mass, h)
+
+
+def discrete_laplace_lattice_pmf(parameter: float, sensitivity: int, cells: int) -> LossPmf:
+    """The discrete Laplace pair of :func:`discrete_laplace_pmf` on the grid h = aΔ/``cells`` aligned with its atoms.
+
+    The loss a(Δ − 2z) is ``cells``·(Δ − 2z)/Δ grid units, rounded down by integer arithmetic, so the atoms ±aΔ
+    (together at least half of the mass) sit exactly on ±``cells`` and only the middle cells 0 < z < Δ are rounded
+    (by less than h each); a float grid instead rounds the atoms down by up to h in every application whenever aΔ/h
+    falls just below an integer. With ``cells`` = Δ the law is exact.
+    """
+    a, d = parameter, sensitivity
+    log_norm = math.log(-math.expm1(-a)) - float(np.logaddexp(0.0, -a))
+    z = np.arange(1, d, dtype=np.int64)
+    index = np.concatenate(([cells, -cells], (cells * (d - 2 * z)) // d))
+    log_mass = np.concatenate(([-float(np.logaddexp(0.0, -a)), -a * d - float(np.logaddexp(0.0, -a))],
+                               log_norm - a * z.astype(float)))
+    top = float(np.max(log_mass))
+    sums = np.bincount(index + cells, weights=np.exp(log_mass - top))
+    with np.errstate(divide="ignore"):
+        return LossPmf(-cells, np.log(sums) + top)
 
 
 def discrete_gaussian_pmf(sigma: float, sensitivity: int, h: float) -> LossPmf | None:
@@ -379,7 +406,7 @@ def _direction_items(counts: dict[LeafSpec, int], h: float, tilt: float, directi
     return items
 
 
-def _find_tilt(counts: dict[LeafSpec, int], delta: float, h: float, direction: int) -> float:
+def _find_tilt(items_at: Callable[[float], list[tuple[LossPmf, int]]], delta: float, h: float) -> float:
     """Damped Newton steps on λ at a coarse grid until the tilted composed law is centred (within 3 s.d.) on ε.
 
     The tilted mean is K'(λ) and its variance K''(λ), K the cumulant generating function of the composed loss, so
@@ -388,13 +415,70 @@ def _find_tilt(counts: dict[LeafSpec, int], delta: float, h: float, direction: i
     """
     tilt = 1.0
     for _ in range(TILT_ITERATIONS):
-        composed, infinity = _compose(_direction_items(counts, h, tilt, direction), h, tilt)
+        composed, infinity = _compose(items_at(tilt), h, tilt)
         eps = _epsilon_of(composed, infinity, h, tilt, delta)
         mean, sd = _tilted_moments(composed, h)
         if not math.isfinite(eps) or abs(eps - mean) <= 3.0 * sd:
             break
         tilt = min(4.0 * tilt + 1.0, max(tilt / 4.0, tilt + (eps - mean) / sd**2))
     return tilt
+
+
+@dataclass(frozen=True)
+class _Lattice:
+    """A composition of one discrete Laplace or randomized-response spec, on a grid aligned with its atoms.
+
+    Attributes:
+        spec: the spec; ``applications`` its count.
+        atom: the loss of its atoms (aΔ for the discrete Laplace, ε for randomized response), ``cells`` grid points.
+    """
+
+    spec: LeafSpec
+    applications: int
+    atom: float
+    cells: int
+
+    def pmf(self, cells: int) -> LossPmf:
+        """One application's loss law on the grid h = atom/``cells`` (randomized response: ±ε, exact at any cells)."""
+        if isinstance(self.spec, PureSpec) and self.spec.laplace_parameter is not None:
+            return discrete_laplace_lattice_pmf(self.spec.laplace_parameter, self.spec.laplace_sensitivity, cells)
+        pmfs = leaf_pmfs(self.spec, self.atom / cells, 0.0)
+        assert pmfs is not None  # randomized response is always modelled
+        return pmfs[0]
+
+
+def lattice_of(counts: dict[LeafSpec, int]) -> _Lattice | None:
+    """The aligned grid of a composition of a single discrete Laplace or randomized-response spec, else None.
+
+    Its cells per atom are chosen so that the tilted composed law (about :data:`LATTICE_SPREAD`·√k·cells points for
+    k applications) stays near :data:`LATTICE_POINTS`, at most :data:`MAX_CELLS` and at most Δ (the exact law);
+    randomized response needs one (its losses ±ε are the atoms).
+    """
+    if len(counts) != 1:
+        return None
+    ((spec, k),) = counts.items()
+    if isinstance(spec, PureSpec) and spec.laplace_parameter is not None:
+        atom = spec.laplace_parameter * spec.laplace_sensitivity
+        cells = max(1, min(MAX_CELLS, spec.laplace_sensitivity,
+                           LATTICE_POINTS // (LATTICE_SPREAD * math.isqrt(k) + 1)))
+    elif isinstance(spec, ApproximateSpec) or (isinstance(spec, PureSpec) and not spec.bounded_range):
+        atom, cells = spec.epsilon, 1
+    else:
+        return None
+    return _Lattice(spec, k, atom, cells) if atom > 0 and math.isfinite(atom) else None
+
+
+def _lattice_bound(lattice: _Lattice, delta: float, tilt: float | None) -> LowerBound:
+    """The lower bound of :func:`epsilon_lower_bound` on ``lattice``'s aligned grid (the tilt searched on a grid 16
+    times coarser, also aligned)."""
+    k = lattice.applications
+    if tilt is None:
+        coarse = max(1, lattice.cells // 16)
+        law = [(lattice.pmf(coarse), k)]
+        tilt = _find_tilt(lambda _tilt: law, delta, lattice.atom / coarse)
+    h = lattice.atom / lattice.cells
+    composed, infinity = _compose([(lattice.pmf(lattice.cells), k)], h, tilt)
+    return LowerBound(_epsilon_of(composed, infinity, h, tilt, delta), delta, h, tilt, k, 0)
 
 
 def models(spec: LeafSpec) -> bool:
@@ -431,6 +515,10 @@ def epsilon_lower_bound(counts: dict[LeafSpec, int], delta: float, interval: flo
     if tilt is not None and not tilt >= 0:
         raise InvalidParameter(f"tilt must be >= 0, got {tilt!r}")
     modelled_counts = {s: k for s, k in counts.items() if models(s)}
+    lattice = lattice_of(modelled_counts) if interval is None else None
+    if lattice is not None:
+        found = _lattice_bound(lattice, delta, tilt)
+        return replace(found, left_out=sum(counts.values()) - lattice.applications)
     if interval is None:
         interval = default_interval(sum(modelled_counts.values()))
     if not interval > 0:
@@ -441,7 +529,8 @@ def epsilon_lower_bound(counts: dict[LeafSpec, int], delta: float, interval: flo
     # so the second direction would repeat the first computation exactly
     two_way = any(isinstance(s, (PoissonGaussianSpec, WorGaussianSpec)) for s in modelled_counts)
     for direction in ((0, 1) if two_way else (0,) if modelled_counts else ()):
-        lam = _find_tilt(modelled_counts, delta, min(COARSE_INTERVAL, 10.0 * interval), direction) \
+        coarse = min(COARSE_INTERVAL, 10.0 * interval)
+        lam = _find_tilt(partial(_direction_items, modelled_counts, coarse, direction=direction), delta, coarse) \
             if tilt is None else tilt
         composed, infinity = _compose(_direction_items(modelled_counts, interval, lam, direction), interval, lam)
         eps = _epsilon_of(composed, infinity, interval, lam, delta)

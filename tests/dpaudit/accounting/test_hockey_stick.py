@@ -20,6 +20,7 @@ from dpaudit.accounting.charges import ApproximateSpec, PoissonGaussianSpec, Pur
 from dpaudit.accounting.hockey_stick import (
     discrete_laplace_pmf,
     epsilon_lower_bound,
+    lattice_of,
     randomized_response_pmf,
     subsampled_gaussian_pmf,
 )
@@ -101,6 +102,74 @@ def test_randomized_response_composition_matches_the_exact_formula():
         lo, hi = (mid, hi) if exact_delta(mid) > delta else (lo, mid)
     lower = epsilon_lower_bound({ApproximateSpec(eps0, delta0): k}, delta, interval=1e-4)
     assert hi - k * 1e-4 - 1e-9 <= lower.epsilon <= hi
+
+
+def _exact_epsilon(losses: np.ndarray, masses: np.ndarray, delta: float) -> float:
+    """sup{ε : Σ p(l)(1 − e^{ε − l})₊ > δ} of a finite loss law, by bisection."""
+    lo, hi = 0.0, float(losses.max())
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        above = losses > mid
+        lo, hi = (mid, hi) if float(np.sum(masses[above] * -np.expm1(mid - losses[above]))) > delta else (lo, mid)
+    return lo
+
+
+def _discrete_laplace_composed(a: float, d: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact loss law of k discrete Laplace pairs (scale 1/a, sensitivity Δ): losses a(Δ − 2z) on the lattice
+    of spacing 2a, composed by exact direct convolution."""
+    z = np.arange(-60 * int(1 / a) - d, 60 * int(1 / a) + 2 * d)
+    p = np.exp(-a * np.abs(z))
+    p /= p.sum()
+    index = np.abs(z - d) - np.abs(z) + d  # loss a(|z − Δ| − |z|) = a(index − Δ), index in 0..2Δ
+    one = np.bincount(index, weights=p, minlength=2 * d + 1)
+    law = np.array([1.0])
+    for _ in range(k):
+        law = np.convolve(law, one)
+    return a * (np.arange(len(law)) - k * d), law
+
+
+@pytest.mark.parametrize(("a", "d", "k"), [(0.25, 4, 5), (0.05, 8, 12), (0.5, 1, 40)])
+def test_the_aligned_discrete_laplace_grid_is_exact_when_cells_reach_the_sensitivity(a, d, k):
+    """With cells = Δ (small Δ) the aligned grid holds the exact law: the bound equals the exact ε to the
+    bisection; it is at most the exact ε always."""
+    delta = 1e-6
+    exact = _exact_epsilon(*_discrete_laplace_composed(a, d, k), delta)
+    spec = PureSpec(a * d, laplace_parameter=a, laplace_sensitivity=d)
+    lattice = lattice_of({spec: k})
+    assert lattice is not None and lattice.cells == d
+    lower = epsilon_lower_bound({spec: k}, delta)
+    assert exact - 1e-7 <= lower.epsilon <= exact + 1e-12
+
+
+def test_the_aligned_grid_keeps_the_atoms_where_a_float_grid_rounds_them_down():
+    """5·10⁴ discrete Laplace releases at ε = 0.01 (Δ = 1,025 grid units, the shape of `benchmarks/bench_verify.py`):
+    the aligned bound is within 0.5 % of the PLD's certified ε; the float grid of the same module (``interval`` given)
+    loses 2 % there, because 0.01/h falls just below an integer and every application's atom at +ε is rounded down by
+    a whole cell (the bound is still valid, only weaker). A float grid in place of the aligned one fails this test."""
+    spec = PureSpec(0.01, laplace_parameter=0.01 / 1025, laplace_sensitivity=1025)
+    k, delta = 49_999, 1e-6
+    upper = PldAccountant().epsilon_of_tally({spec: k}, delta)
+    aligned = epsilon_lower_bound({spec: k}, delta)
+    assert upper * (1 - 5e-3) <= aligned.epsilon <= upper
+    assert epsilon_lower_bound({spec: k}, delta, interval=1e-5).epsilon < upper * (1 - 1e-2)
+
+
+@pytest.mark.parametrize(("eps0", "k"), [(1.0, 100), (0.1, 1000), (0.003, 20_000)])
+def test_the_aligned_bound_stays_below_the_pld_and_near_it(eps0, k):
+    spec = PureSpec(eps0, laplace_parameter=eps0 / 1025, laplace_sensitivity=1025)
+    upper = PldAccountant().epsilon_of_tally({spec: k}, 1e-6)
+    lower = epsilon_lower_bound({spec: k}, 1e-6).epsilon
+    assert upper * (1 - 2e-2) <= lower <= upper
+
+
+def test_randomized_response_on_its_aligned_grid_is_the_exact_formula():
+    """Pure ε randomized response, k-fold, no ``interval``: the aligned grid (h = ε) has no rounding at all."""
+    eps0, k, delta = 0.3, 60, 1e-5
+    i = np.arange(k + 1)
+    exact = _exact_epsilon((k - 2 * i) * eps0, stats.binom.pmf(k - i, k, math.exp(eps0) / (1 + math.exp(eps0))),
+                           delta)
+    lower = epsilon_lower_bound({PureSpec(eps0): k}, delta)
+    assert lower.interval == eps0 and exact - 1e-7 <= lower.epsilon <= exact + 1e-12
 
 
 def test_leaf_laws_are_lower_roundings_of_probability_distributions():
