@@ -48,6 +48,8 @@ def show(value: float | None, digits: int = CLAIM_DIGITS) -> str:
     # of that decimal's double is D again); for a positive value rounded down to nearest, the smallest decimal above
     # it is D plus one unit of D's last digit (the value lies between the two, so has D's decimal exponent); a
     # negative value, or one rounded up beyond the largest double, takes the exact rounding up
+    if type(value) is not float:  # an int beyond 2⁵³ would be compared as its nearest double, maybe below it
+        return f"{round_up(value, digits):.{digits}g}"
     nearest = f"{value:.{digits}g}"
     if value <= float(nearest) < math.inf:
         return nearest

@@ -164,6 +164,10 @@ def _fast_parse(text: str) -> Any:
     exactly), so the result is json's parse of ``text``. Where orjson parses differently, refuses what json accepts
     (integers beyond 64 bits, escaped lone surrogates) or accepts what it refuses, the re-encoding differs or the
     parse is None, and the caller parses with json: the set of lines accepted, and each error, are json's."""
+    if text.count("[") + text.count("{") > canonical.MAX_DEPTH:
+        # may nest deeper than json reaches at some recursion depth while orjson (limit 1024) does not: such a line
+        # goes to json alone, so a line json cannot read is refused as before, never accepted to fail later
+        return None
     try:
         return orjson.loads(text)
     except ValueError:  # orjson.JSONDecodeError, and anything else it refuses

@@ -82,3 +82,10 @@ def test_the_show_test_catches_a_shortcut_that_takes_the_nearest_decimal_when_it
         return f"{value:.{digits}g}"
     broken = [v for v in _hard_values(random.Random(0)) if nearest(v) != _show_by_exact_rounding(v, CLAIM_DIGITS)]
     assert len(broken) > 1000
+
+
+def test_an_int_beyond_two_to_the_53_is_never_shown_below_itself():
+    """Review of commit 07c0042: the fast path compared an int with its nearest double, so 295167000000000000001
+    was shown as 2.95167e+20 (below it); ints take the exact rounding up."""
+    for value in (295167000000000000001, 2**53 + 1, 10**21 + 1, 999999999999999983222785):
+        assert Decimal(show(value)) >= value, value

@@ -1,0 +1,55 @@
+"""The ledger reader's orjson fast path accepts exactly what json's path accepts, at every nesting depth and every
+recursion limit: a line json cannot read (too deep for the stack it has) must be refused as before, never accepted
+to fail later in verify (review of commit 07c0042: depths 194/394/994 were accepted at recursion limits
+200/400/1000, and verify then died with an uncaught RecursionError)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from dpaudit import canonical, ledger
+from dpaudit.errors import LedgerError
+
+_H = "a" * 64
+_BASE = canonical.dumps({"body": {"x": 0}, "hash": _H, "prev": _H, "seq": 1, "time": 1.5, "type": "charge"})
+
+
+def _accepts(text: str, fast: bool) -> bool:
+    """Whether the reader accepts ``text``, with its fast path on, or off (json's parse alone, as before orjson);
+    both read at the same stack depth."""
+    original = ledger._fast_parse
+    if not fast:
+        ledger._fast_parse = lambda _text: None
+    try:
+        ledger._canonical_object(text)
+    except LedgerError:
+        return False
+    finally:
+        ledger._fast_parse = original
+    return True
+
+
+@pytest.mark.parametrize("limit", [200, 400, 1000])
+def test_fast_and_json_paths_accept_the_same_nesting_at_every_recursion_limit(limit):
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit)
+    try:
+        for depth in range(1, limit + 5):
+            for inner in ("[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth):
+                text = _BASE.replace('"x":0', f'"x":{inner}')
+                assert _accepts(text, True) == _accepts(text, False), (limit, depth)
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def test_a_shallow_line_takes_the_fast_path(monkeypatch):
+    """The bracket gate lets ordinary records through to orjson (else the test above could pass with no fast path)."""
+    calls = []
+    real = ledger.orjson.loads
+    monkeypatch.setattr(ledger.orjson, "loads", lambda text: calls.append(text) or real(text))
+    ledger._canonical_object(_BASE)
+    deep = _BASE.replace('"x":0', '"x":' + "[" * 65 + "]" * 65)
+    ledger._canonical_object(deep)
+    assert calls == [_BASE]
