@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import os
+import re
 import secrets
 import threading
 import time
@@ -221,9 +222,11 @@ def _check_fields(obj: dict[str, Any]) -> None:
         raise LedgerError(f"type must be a non-empty string, got {rtype!r}")
     if type(rtime) is not float or not math.isfinite(rtime):
         raise LedgerError(f"time must be a finite float, got {rtime!r}")
-    for name, value in (("prev", prev), ("hash", rhash)):
-        if type(value) is not str or not _HEX64(value):
-            raise LedgerError(f"{name} must be 64 lowercase hex digits, got {value!r}")
+    # both at once (a regex call per line less); the length of ``prev`` says where one ends and the other starts
+    if type(prev) is not str or type(rhash) is not str or len(prev) != 64 or not _HEX128(prev + rhash):
+        for name, value in (("prev", prev), ("hash", rhash)):
+            if type(value) is not str or not _HEX64(value):
+                raise LedgerError(f"{name} must be 64 lowercase hex digits, got {value!r}")
     if type(body) is not dict:
         raise LedgerError(f"body must be a JSON object, got {body.__class__.__name__}")
 
@@ -303,8 +306,9 @@ class _Repeats:
         return obj
 
 
-#: fullmatch of 64 lowercase hex digits (:data:`dpaudit.canonical.SHA256_HEX`)
+#: fullmatch of 64 lowercase hex digits (:data:`dpaudit.canonical.SHA256_HEX`), and of two such digests in a row
 _HEX64 = canonical.SHA256_HEX.fullmatch
+_HEX128 = re.compile(r"[0-9a-f]{128}").fullmatch
 
 
 #: what the canonical line holds between the body and ``prev``: the ``"hash"`` member (keys are sorted)
@@ -325,9 +329,7 @@ def _content_digest(line: bytes, rhash: str) -> str | None:
     member = _HASH_MEMBER_BYTES + rhash.encode("ascii") + b'"'
     if at < 0 or not line.startswith(member, at):  # cannot happen for a canonical line; then encode anew
         return None
-    digest = hashlib.sha256(memoryview(line)[:at])
-    digest.update(memoryview(line)[at + len(member):])
-    return digest.hexdigest()
+    return hashlib.sha256(line[:at] + line[at + len(member):]).hexdigest()  # (one copy: cheaper than two updates)
 
 
 def _new_record(seq: int, rtype: str, body: dict[str, Any], prev: str, rtime: float) -> Record:

@@ -111,6 +111,8 @@ def access_problems(records: Sequence[Record]) -> list[str]:
     accessed: dict[str, set[str]] = {}
     problems: list[str] = []
     for record in records[1:]:
+        if record.type != INFO and record.type != CHARGE:  # (first: 10⁵ releases hold nothing checked here)
+            continue
         body = record.body if isinstance(record.body, Mapping) else {}
         plugin = body.get("plugin") if isinstance(body.get("plugin"), str) else repr(body.get("plugin"))
         info = body.get("info")

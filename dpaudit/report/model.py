@@ -170,9 +170,12 @@ def report_from(records: list[Record], certificate: dict[str, Any] | None, run_d
     for e in events:
         e["releases"] = per_charge.get(e["seq"], 0)
         key = (e["plugin"], e["mechanism"])
-        g = groups.setdefault(key, {"plugin": e["plugin"], "mechanism": e["mechanism"], "charges": 0, "releases": 0,
-                                    "declared_epsilon": 0.0})
-        members.setdefault(key, []).append(charged[e["seq"]])
+        g = groups.get(key)
+        if g is None:  # (not ``setdefault``: its default would be built for every event)
+            g = groups[key] = {"plugin": e["plugin"], "mechanism": e["mechanism"], "charges": 0, "releases": 0,
+                               "declared_epsilon": 0.0}
+            members[key] = []
+        members[key].append(charged[e["seq"]])
         g["charges"] += 1
         g["releases"] += e["releases"]
         declared = e["parameters"].get("epsilon")

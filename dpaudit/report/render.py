@@ -308,9 +308,33 @@ def _encode_events(events: list[Any]) -> list[str]:
     return out
 
 
+def _encode_cumulative(items: list[Any]) -> list[str]:
+    """``[_encode_item(i) for i in items]`` for the ``cumulative_epsilon`` list, the same texts: an item that is
+    exactly ``{"seq": int, "epsilon": float}`` (what the model builds) is written in json's sorted form with its two
+    numbers as ``repr``, json's own text of an exact int and of a finite float; any other item is encoded by json."""
+    out = []
+    for item in items:
+        if type(item) is dict and len(item) == 2:
+            seq, epsilon = item.get("seq"), item.get("epsilon")
+            if type(seq) is int and type(epsilon) is float:
+                text = repr(epsilon)
+                if text not in _NOT_FINITE:
+                    out.append(f'{{"epsilon": {text}, "seq": {seq!r}}}')
+                    continue
+        out.append(_encode_item(item))
+    return out
+
+
+#: the per-record lists with an encoder of their own (the same texts as :func:`_encode_item`'s)
+_LIST_ENCODERS: dict[str, Callable[[list[Any]], list[str]]] = {
+    "events": _encode_events, "cumulative_epsilon": _encode_cumulative,
+}
+
+
 def _json_value(key: str, value: Any) -> str:
     if key in JSON_ONE_PER_LINE and value:
-        items = _encode_events(value) if key == "events" else map(_encode_item, value)
+        encode = _LIST_ENCODERS.get(key)
+        items = map(_encode_item, value) if encode is None else encode(value)
         return "[\n    " + ",\n    ".join(items) + "\n  ]"
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).replace("\n", "\n  ")
 

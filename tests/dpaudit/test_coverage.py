@@ -120,8 +120,10 @@ def test_one_laplace_charge_covers_exactly_one_output_of_its_dimension():
 def test_count_numbers_is_np_size_of_numeric_json():
     assert count_numbers(3) == 1 and count_numbers(2.5) == 1
     assert count_numbers([[1, 2, 3], [4, 5, 6]]) == 6 and count_numbers([]) == 0
-    for bad in (True, None, "x", {"a": 1}, [1, "x"], float("inf")):
+    for bad in (True, False, None, "x", {"a": 1}, [1, "x"], float("inf"), -float("inf"), float("nan"),
+                [1.0, float("nan")]):
         assert count_numbers(bad) is None
+    assert count_numbers(-0.0) == 1 and count_numbers(2**70) == 1 and count_numbers([True]) is None
 
 
 def test_one_exponential_charge_covers_one_index_in_range():

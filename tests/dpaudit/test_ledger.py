@@ -186,6 +186,18 @@ def test_from_line_rejects(line: str) -> None:
         Record.from_line(line)
 
 
+@pytest.mark.parametrize(("prev", "rhash", "named"), [
+    ("0" * 63, "a" * 65, "prev"), ("0" * 65, "a" * 63, "prev"),  # 128 hex digits together, split elsewhere
+    ("0" * 64, "a" * 63 + "G", "hash"), ("0" * 63 + "x", "a" * 64, "prev"), ("0" * 64, 7, "hash"),
+    (None, "a" * 64, "prev"),
+])
+def test_prev_and_hash_are_each_64_hex_digits(prev: object, rhash: object, named: str) -> None:
+    """The two digests are checked together (one match of 128 digits): a line whose digests have 128 hex digits
+    between them but not 64 each is refused, and the message names the field at fault."""
+    with pytest.raises(LedgerError, match=f"^{named} must be 64 lowercase hex digits"):
+        Record.from_line(canonical.dumps({**_good_obj(), "prev": prev, "hash": rhash}))
+
+
 def test_from_line_accepts_the_canonical_form() -> None:
     line = canonical.dumps(_good_obj())
     assert Record.from_line(line) == Record.from_line(line + "\n") == Record(**_good_obj())  # type: ignore[arg-type]

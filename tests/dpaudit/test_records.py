@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import types
 
 import pytest
 
@@ -210,3 +212,47 @@ def test_close_body_is_what_the_session_writes(make_session):
     s = make_session()
     s.laplace(1.0, sensitivity=1.0, epsilon=0.1)
     assert CloseBody.from_dict(_ledger(s)[-1].body) == CloseBody(status="FINISHED", charges=1)
+
+
+def _by_constructor(cls, body):
+    """The body parsed field by field into ``cls``'s own constructor (what ``from_dict`` built before it set the
+    fields directly)."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    return cls(**{n: tuple(body.get(n) or ()) if n == "data" else body.get(n) for n in names if n != "output_file"})
+
+
+@pytest.mark.parametrize("body", [
+    _body(CHARGE),
+    {**_body(CHARGE), "epsilon_spent": 1, "key": "k-1", "data": ["adult"],
+     "imputation": {"nan": 0.0, "clamp": [-1.0, 1.0]}},
+    {**_body(CHARGE), "event": types.MappingProxyType(_body(CHARGE)["event"])},  # a Mapping that is not a dict
+])
+def test_a_charge_body_set_field_by_field_is_the_constructors(body):
+    """``from_dict`` sets every field (none missing, none extra) to what the constructor sets, for the fast path's
+    types and the others (an int ε, a mapping that is not a dict, the optional fields present)."""
+    parsed = ChargeBody.from_dict(body)
+    assert parsed == _by_constructor(ChargeBody, body)
+    assert set(vars(parsed)) == {f.name for f in dataclasses.fields(ChargeBody)}
+    assert parsed.to_dict() == {k: dict(v) if k == "event" else v for k, v in body.items()}
+
+
+@pytest.mark.parametrize("output", [1.5, 3, None, [1.0, 2.0], {"a": 1}])
+def test_a_release_body_set_field_by_field_is_the_constructors(output):
+    body = {**_body(RELEASE), "output": output}
+    parsed = ReleaseBody.from_dict(body)
+    assert parsed == _by_constructor(ReleaseBody, body)
+    assert set(vars(parsed)) == {f.name for f in dataclasses.fields(ReleaseBody)}
+    assert parsed.to_dict() == body
+
+
+def test_the_field_by_field_test_catches_a_body_missing_a_field(monkeypatch):
+    """Broken variants: a parse that leaves one field unset fails the tests above: the optional ``key`` (whose
+    default the class holds, so only the field check sees it) and ``plugin`` (equality fails too)."""
+    for dropped in ("key", "plugin"):
+        monkeypatch.setattr(ChargeBody, "_SCALARS", tuple(s for s in ChargeBody._SCALARS if s[0] != dropped))
+        parsed = ChargeBody.from_dict(_body(CHARGE))
+        assert set(vars(parsed)) != {f.name for f in dataclasses.fields(ChargeBody)}
+        if dropped == "plugin":
+            with pytest.raises(AttributeError):
+                assert parsed == _by_constructor(ChargeBody, _body(CHARGE))
+        monkeypatch.undo()

@@ -216,3 +216,39 @@ def test_the_event_encoding_test_catches_a_template_keyed_without_types_or_label
     monkeypatch.undo()
     monkeypatch.setattr(render_module, "_event_strings", lambda e: ())
     assert render_module._encode_events(events) != expected
+
+
+def _cumulative_items() -> list:
+    """Items of the ``cumulative_epsilon`` list as the model builds them, and items that only look alike."""
+    items = [{"seq": s, "epsilon": e} for s, e in enumerate([0.5, 1e-300, 5e-324, 1.7976931348623157e308, -0.0,
+                                                               0.1 + 0.2, 12.593216193945741, 1e16, 1e-5])]
+    items += [{"seq": 1, "epsilon": 2}, {"seq": True, "epsilon": 0.5}, {"seq": 1, "epsilon": True},
+              {"seq": 1.0, "epsilon": 0.5}, {"seq": 1, "epsilon": float("inf")}, {"seq": 1, "epsilon": -float("inf")},
+              {"seq": 1, "epsilon": float("nan")}, {"epsilon": 0.5, "seq": 1}, {"seq": 1}, {"seq": 1, "eps": 0.5},
+              {"seq": 1, "epsilon": 0.5, "x": 1}, {"seq": 2**70, "epsilon": 0.5}, [1, 0.5]]
+    return items
+
+
+def test_cumulative_epsilon_encodes_as_json_encodes_each_alone():
+    """The written form of the ``cumulative_epsilon`` items is json's, item by item: floats at the ends of their
+    range, -0.0, an int, a bool, a non-finite number (json writes ``Infinity`` / ``NaN``), other keys, key order."""
+    import importlib
+
+    render_module = importlib.import_module("dpaudit.report.render")
+    items = _cumulative_items()
+    assert render_module._encode_cumulative(items) == [render_module._encode_item(i) for i in items]
+
+
+def test_the_cumulative_test_catches_an_encoder_without_the_finiteness_or_type_checks(monkeypatch):
+    """Broken variants: without the finiteness check, ``inf`` is written as Python spells it; with ``isinstance``
+    instead of the exact type, ``True`` as Python spells it."""
+    import importlib
+
+    render_module = importlib.import_module("dpaudit.report.render")
+    items = _cumulative_items()
+    expected = [render_module._encode_item(i) for i in items]
+    monkeypatch.setattr(render_module, "_NOT_FINITE", frozenset())
+    assert render_module._encode_cumulative(items) != expected
+    monkeypatch.undo()
+    monkeypatch.setattr(render_module, "type", lambda v: int if isinstance(v, int) else v.__class__, raising=False)
+    assert render_module._encode_cumulative(items) != expected
