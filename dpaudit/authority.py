@@ -109,6 +109,10 @@ class BudgetAuthority:
         read back, so a worker that retries a reserve or a release with its key after the restart gets the same
         grant, or writes nothing, as before it; a worker holding a grant from before the restart still releases.
 
+        Args:
+            run_id, store, signing_key, rng, mirror, tracking_uri: as for
+                :meth:`Session.resume <dpaudit.session.Session.resume>` (``mirror`` continues the MLflow mirror).
+
         Raises:
             InvalidParameter, LedgerError: see :meth:`Session.resume <dpaudit.session.Session.resume>`.
         """

@@ -503,7 +503,9 @@ def epsilon_lower_bound(counts: dict[LeafSpec, int], delta: float, interval: flo
     Args:
         counts: a tally (:func:`dpaudit.accounting.charges.tally`).
         delta: δ in (0, 1).
-        interval: the loss grid h (None: :func:`default_interval`); the rounding costs at most h·(applications).
+        interval: the loss grid h; the rounding costs at most h·(applications). None: the grid aligned with the
+            atoms where the modelled part is one discrete Laplace or randomized-response spec (:func:`lattice_of`),
+            else :func:`default_interval`.
         tilt: the exponential tilt λ ≥ 0; None: found by Newton steps at a coarse grid.
 
     Raises:

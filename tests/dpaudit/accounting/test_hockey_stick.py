@@ -116,8 +116,9 @@ def _exact_epsilon(losses: np.ndarray, masses: np.ndarray, delta: float) -> floa
 
 def _discrete_laplace_composed(a: float, d: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The exact loss law of k discrete Laplace pairs (scale 1/a, sensitivity Δ): losses a(Δ − 2z) on the lattice
-    of spacing 2a, composed by exact direct convolution."""
-    z = np.arange(-60 * int(1 / a) - d, 60 * int(1 / a) + 2 * d)
+    of spacing 2a, composed by exact direct convolution (the support cut where e^{−a|z|} is below e^{−60})."""
+    reach = math.ceil(60 / a)
+    z = np.arange(-reach - d, reach + 2 * d)
     p = np.exp(-a * np.abs(z))
     p /= p.sum()
     index = np.abs(z - d) - np.abs(z) + d  # loss a(|z − Δ| − |z|) = a(index − Δ), index in 0..2Δ
@@ -128,10 +129,10 @@ def _discrete_laplace_composed(a: float, d: int, k: int) -> tuple[np.ndarray, np
     return a * (np.arange(len(law)) - k * d), law
 
 
-@pytest.mark.parametrize(("a", "d", "k"), [(0.25, 4, 5), (0.05, 8, 12), (0.5, 1, 40)])
+@pytest.mark.parametrize(("a", "d", "k"), [(0.25, 4, 5), (0.05, 8, 12), (0.5, 1, 40), (3.0, 1, 1), (2.0, 3, 2)])
 def test_the_aligned_discrete_laplace_grid_is_exact_when_cells_reach_the_sensitivity(a, d, k):
     """With cells = Δ (small Δ) the aligned grid holds the exact law: the bound equals the exact ε to the
-    bisection; it is at most the exact ε always."""
+    bisection; it is at most the exact ε always (also for one application of a large ε at Δ = 1)."""
     delta = 1e-6
     exact = _exact_epsilon(*_discrete_laplace_composed(a, d, k), delta)
     spec = PureSpec(a * d, laplace_parameter=a, laplace_sensitivity=d)
@@ -162,14 +163,29 @@ def test_the_aligned_bound_stays_below_the_pld_and_near_it(eps0, k):
     assert upper * (1 - 2e-2) <= lower <= upper
 
 
-def test_randomized_response_on_its_aligned_grid_is_the_exact_formula():
-    """Pure ε randomized response, k-fold, no ``interval``: the aligned grid (h = ε) has no rounding at all."""
+@pytest.mark.parametrize("spec", [PureSpec(0.3), ApproximateSpec(0.3, 1e-7)])
+def test_randomized_response_on_its_aligned_grid_is_the_exact_formula(spec):
+    """k-fold pure ε or (ε, δ₀) randomized response, no ``interval``: the aligned grid (h = ε) has no rounding at
+    all; the mass 1 − (1 − δ₀)^k at +∞ counts in full (Kairouz, Oh & Viswanath 2015)."""
     eps0, k, delta = 0.3, 60, 1e-5
+    finite = (1 - getattr(spec, "delta", 0.0)) ** k
     i = np.arange(k + 1)
-    exact = _exact_epsilon((k - 2 * i) * eps0, stats.binom.pmf(k - i, k, math.exp(eps0) / (1 + math.exp(eps0))),
-                           delta)
-    lower = epsilon_lower_bound({PureSpec(eps0): k}, delta)
+    exact = _exact_epsilon((k - 2 * i) * eps0,
+                           finite * stats.binom.pmf(k - i, k, math.exp(eps0) / (1 + math.exp(eps0))),
+                           delta - (1 - finite))
+    lower = epsilon_lower_bound({spec: k}, delta)
     assert lower.interval == eps0 and exact - 1e-7 <= lower.epsilon <= exact + 1e-12
+
+
+def test_the_aligned_grid_counts_left_out_leaves_and_an_infinite_mass_above_delta():
+    """An exponential-mechanism leaf next to the one discrete Laplace spec is left out (the aligned grid still
+    serves the rest, unchanged); an (ε, δ₀) leaf whose composed mass at +∞ exceeds δ has ε = ∞ on the aligned grid."""
+    spec = PureSpec(0.5, laplace_parameter=0.5 / 64, laplace_sensitivity=64)
+    alone = epsilon_lower_bound({spec: 30}, 1e-6)
+    mixed = epsilon_lower_bound({spec: 30, PureSpec(1.0, bounded_range=True): 3}, 1e-6)
+    assert (mixed.epsilon, mixed.interval, mixed.tilt) == (alone.epsilon, alone.interval, alone.tilt)
+    assert (mixed.modelled, mixed.left_out, alone.left_out) == (30, 3, 0) and alone.interval == 0.5 / 64
+    assert epsilon_lower_bound({ApproximateSpec(0.3, 1e-6): 60}, 1e-5).epsilon == math.inf
 
 
 def test_leaf_laws_are_lower_roundings_of_probability_distributions():
