@@ -90,6 +90,8 @@ def _checked(body: Mapping[str, Any], kind: str, spec: tuple[tuple[str, type | t
     Raises:
         LedgerError: as :func:`_get`.
     """
+    if type(body) is not dict:  # another Mapping: read as :func:`_get` reads it (``in`` and ``[]``, not ``get``)
+        return {name: _get(body, kind, name, types, optional=optional) for name, types, optional in spec}
     out = {}
     for name, types, optional in spec:
         value = body.get(name, _ABSENT)
@@ -307,13 +309,14 @@ class ChargeBody:
         if not all(isinstance(name, str) for name in data):
             raise LedgerError(f"{CHARGE} record field 'data' must list data set names")
         fields = _checked(b, CHARGE, cls._SCALARS)
-        fields.update(imputation=imputation, data=tuple(data))
+        # in the constructor's field order (so a parsed body pickles as a constructed one does)
+        fields.update(imputation=imputation, data=tuple(data), key=_get(b, CHARGE, "key", str, optional=True))
         return _built(cls, fields)
 
     #: the fields :meth:`_parse` takes as they are (:func:`_checked`), in the order the old checks ran
     _SCALARS: ClassVar[tuple[tuple[str, type | tuple[type, ...], bool], ...]] = (
         ("event", Mapping, False), ("plugin", str, False), ("mechanism", str, False),
-        ("epsilon_spent", (int, float), False), ("bound_source", str, False), ("key", str, True))
+        ("epsilon_spent", (int, float), False), ("bound_source", str, False))
 
     def privacy_event(self) -> PrivacyEvent:
         """The charged event, decoded.
