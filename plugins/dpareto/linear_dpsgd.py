@@ -1,11 +1,13 @@
 """DP-SGD and DP-Adam for linear models (logistic regression, linear SVM) with closed-form per-example gradients,
 R replications trained at once as a batch: DPareto's Adult evaluators (Avent et al. 2020, Sec. 4.2, Alg. 3 and 4)
-without autograd or Opacus, so that one trial costs milliseconds to seconds instead of minutes.
+without autograd or Opacus, so that one trial costs milliseconds to seconds instead of minutes. The steps run in a
+compiled kernel (:mod:`~dpaudit_plugins.dpareto.linear_kernel`, numba); the randomness (batches and noise) is drawn
+here, by torch, from the trial's seeded generator, and passed in.
 
 **Per-example gradients in closed form.** A linear model scores z = ⟨w, x̃⟩ with x̃ = (x, 1) (the bias folded in).
 For a loss ℓ(z, y) the per-example gradient is ∇_w ℓ = ℓ'(z, y)·x̃, so its norm is |ℓ'(z, y)|·‖x̃‖ and the clipped
 sum is Σ_i clamp(ℓ'_i, ±C/‖x̃_i‖)·x̃_i: a scatter-add of each record's nonzero entries (:class:`SparseRows`; a1a rows
-have at most 14 of 123), no per-example gradient is materialised.
+have at most 14 of 123), no per-example gradient is materialised. The arithmetic is float64.
 
 * logistic (y ∈ {0, 1}): ℓ = log(1 + e^z) − y z, ℓ' = σ(z) − y;
 * hinge (s = 2y − 1 ∈ {−1, 1}): ℓ = max(0, 1 − s z), ℓ' = −s·1[s z < 1] (the subgradient 0 at the kink).
@@ -22,13 +24,19 @@ not interchangeable).
 
 **Poisson sampling, vectorised.** Every (step, replication, record) triple of an epoch is one Bernoulli(q) trial; the
 gaps between successes of a Bernoulli process are i.i.d. Geometric(q), so the included triples are the cumulative
-sums of geometric draws (one ``torch.Tensor.geometric_`` call per epoch, from a generator seeded by the trial's
-seed), in step order. This is exact independent inclusion up to the floating-point inverse-CDF of the geometric
-draw (assumption ``linear-poisson-sampling``).
+sums of geometric draws, in step order: uniforms u ∈ [0, 1) from ``torch.rand`` (float64, one call per chunk, from a
+generator seeded by the trial's seed) and gaps ⌈log u / log(1 − q)⌉, the inverse CDF, computed in the kernel
+(:func:`~dpaudit_plugins.dpareto.linear_kernel.bernoulli_positions`): the very values ``torch.Tensor.geometric_``
+returns for the same generator state, so the batches are those of the earlier torch-only code (a test compares
+them). This is exact independent inclusion up to the floating-point inverse CDF (assumption
+``linear-poisson-sampling``). Per epoch, the batches are drawn first, then the noise ξ ~ N(0, I) of every step
+(``torch.randn``, float64, shape (steps, R, d + 1): in float32 each pair comes from 24-bit uniforms and is
+cut off at √(48 ln 2) ≈ 5.77σ, float64's cut-off is beyond 8σ); the kernel scales it by σC.
 
 **Accounting order** (:func:`train_linear`): each charge must be held by the session view, must cover the run's event
 (:func:`~dpaudit.tuning.training.check_covered`) and is claimed before any record is touched; the loop runs exactly
-the N steps charged (:class:`StepCap` refuses step N + 1); afterwards each replication's info record and model
+the N steps charged (:class:`StepCap` counts each epoch's steps before the kernel runs them and refuses an epoch that
+would pass step N); afterwards each replication's info record and model
 digest are written (:func:`~dpaudit.tuning.training.record_run`).
 """
 
@@ -59,33 +67,38 @@ from dpaudit.tuning.training import (
     record_run,
 )
 from dpaudit.validation import check_count, check_positive
+from dpaudit_plugins.dpareto.linear_kernel import (
+    LOSS_CODES,
+    bernoulli_positions,
+    fill_rows,
+    run_epoch,
+    split_positions,
+)
 from dpaudit_plugins.dpareto.task import TrialFailed
 
 if TYPE_CHECKING:
     from dpaudit.plugin_session import PluginSession
     from dpaudit.session import Charge
 
-LOSSES = ("logistic", "hinge")
+LOSSES = tuple(LOSS_CODES)
 OPTIMIZERS = ("sgd", "adam")
 MECHANISMS = {"sgd": "dp-sgd", "adam": "dp-adam"}
-ADAM_BETAS = (0.9, 0.999)
-ADAM_KAPPA = 1e-8
 
 ASSUMPTIONS: tuple[Assumption, ...] = (
     Assumption(
         id="linear-floating-point-gaussian",
-        statement="The Gaussian noise N(0, σ²C²) is drawn by torch.normal in floating point from a torch.Generator "
-        "seeded from the session's random source, not by an exact sampler; the guarantee is that of the idealised "
-        "real-valued Gaussian mechanism.",
+        statement="The Gaussian noise N(0, σ²C²) is drawn by torch.randn (scaled by σC) in floating point from a "
+        "torch.Generator seeded from the session's random source, in float64, not by an exact sampler (its tails are "
+        "cut off beyond about 8σ); the guarantee is that of the idealised real-valued Gaussian mechanism.",
         conditional=True,
         source="Mironov 2012 (CCS); Jin et al. 2022 (IEEE S&P, arXiv 2112.05307)",
     ),
     Assumption(
         id="linear-poisson-sampling",
         statement="Each step includes every training record independently with probability q: the included "
-        "(step, replication, record) triples of an epoch are cumulative sums of Geometric(q) gaps drawn by "
-        "torch.Tensor.geometric_ (floating-point inverse CDF) from a torch.Generator (a PRNG, not a CSPRNG); the "
-        "analysis assumes exact independent Bernoulli(q) inclusion.",
+        "(step, replication, record) triples of an epoch are cumulative sums of Geometric(q) gaps "
+        "ceil(log u / log(1 - q)), a floating-point inverse CDF of uniforms u drawn by torch.rand from a "
+        "torch.Generator (a PRNG, not a CSPRNG); the analysis assumes exact independent Bernoulli(q) inclusion.",
         conditional=True,
         source="Mironov, Talwar & Zhang 2019, Sec. 3; the Bernoulli process's geometric inter-arrival times",
     ),
@@ -137,11 +150,12 @@ class LinearTrial:
         """q = B/n and N = epochs·⌊n/B⌋ steps (public: n is public by assumption).
 
         Raises:
-            InvalidParameter: B exceeds n.
+            InvalidParameter: B is not below n.
         """
         n = check_count("dataset_size", dataset_size)
-        if self.batch_size > n:
-            raise InvalidParameter(f"batch_size {self.batch_size} exceeds the {n} training records")
+        if self.batch_size >= n:  # q = 1 has no geometric gaps; refused before anything is charged
+            raise InvalidParameter(f"batch_size {self.batch_size} must be below the {n} training records "
+                                   "(Poisson sampling at q < 1)")
         return SamplingPlan(dataset_size=n, sample_rate=self.batch_size / n, steps_per_epoch=n // self.batch_size,
                             epochs=self.epochs)
 
@@ -155,72 +169,41 @@ class LinearTrial:
                 f"lr={self.lr:g}, sigma={self.noise_multiplier:g}, clip={self.max_grad_norm:g}")
 
 
-def loss_derivative(z: torch.Tensor, y: torch.Tensor, loss: str) -> torch.Tensor:
-    """ℓ'(z, y), the derivative of the loss in the score z, for labels y ∈ {0, 1} (module docstring)."""
-    if loss == "logistic":
-        return torch.sigmoid(z) - y
-    sign = 2.0 * y - 1.0
-    return -sign * (sign * z < 1.0).to(z.dtype)
-
-
-def per_example_gradients(w: torch.Tensor, X: torch.Tensor, y: torch.Tensor, loss: str) -> torch.Tensor:
-    """(B, d + 1) per-example gradients ℓ'(⟨w, x̃⟩, y)·x̃ of a (d + 1,) weight vector (bias last) at rows X (B, d)."""
-    Xt = torch.cat([X, torch.ones(len(X), 1, dtype=X.dtype)], dim=1)
-    return loss_derivative(Xt @ w, y, loss)[:, None] * Xt
-
-
 @dataclass(frozen=True)
 class SparseRows:
-    """Each record's nonzero features and the bias as (column, value) pairs, padded to a common width k with
-    (bias column, 0.0): a padded entry adds nothing to a score or a gradient. Binary a1a rows have at most 14
-    nonzeros, so a step touches k = 15 entries per included record instead of d + 1 = 124.
+    """Each record's bias entry (column d, value 1) and nonzero features as (column, value) pairs: row i's entries are
+    the first ``lengths[i]`` of ``cols[i]`` and ``vals[i]`` (the rest is padding, never read). Binary a1a rows have
+    at most 14 nonzeros, so a step touches at most 15 entries per included record instead of d + 1 = 124. Columns are
+    stored in the narrowest unsigned type that holds d (``uint8`` for a1a), so that the rows of all 30,956 records
+    stay in a core's cache.
 
     Attributes:
-        cols: (n, k) int64 column of each entry (the bias column is d).
-        vals: (n, k) float32 value of each entry.
+        cols: (n, k) unsigned column of each entry.
+        vals: (n, k) float64 value of each entry.
+        lengths: (n,) the number of entries of each row (1 + its nonzeros).
+        binary: every entry's value is 1.0 (then ``vals`` need not be read: x·1.0 = x exactly).
         width: d + 1.
     """
 
-    cols: torch.Tensor
-    vals: torch.Tensor
+    cols: np.ndarray
+    vals: np.ndarray
+    lengths: np.ndarray
+    binary: bool
     width: int
 
     @classmethod
     def from_dense(cls, X: np.ndarray) -> SparseRows:
         """The rows of the (n, d) matrix ``X``."""
-        X = np.asarray(X, dtype=np.float32)
-        nonzero = X != 0
-        k = int(nonzero.sum(axis=1).max(initial=0))
-        cols = np.argsort(~nonzero, axis=1, kind="stable")[:, :k]  # nonzero columns first, in order
-        vals = np.take_along_axis(X, cols, axis=1)  # 0 beyond a row's nonzeros
-        d = X.shape[1]
-        cols = np.where(vals != 0, cols, d)
-        cols = np.hstack([cols, np.full((len(X), 1), d)])
-        vals = np.hstack([vals, np.ones((len(X), 1), dtype=np.float32)])
-        return cls(torch.from_numpy(cols.astype(np.int64)), torch.from_numpy(vals), d + 1)
+        X = np.asarray(X)
+        n, d = X.shape
+        k = 1 + int(np.count_nonzero(X, axis=1).max(initial=0))
+        cols, vals, lengths = np.zeros((n, k), dtype=np.min_scalar_type(d)), np.zeros((n, k)), np.empty(n, np.int64)
+        fill_rows(X, cols, vals, lengths)
+        return cls(cols, vals, lengths, bool(np.all((vals == 1.0) | (vals == 0.0))), d + 1)
 
-    def norms(self) -> torch.Tensor:
-        """(n,) ‖x̃‖ = ‖(x, 1)‖."""
-        return self.vals.norm(dim=1)
-
-
-def clipped_gradient_sums(W: torch.Tensor, flat: torch.Tensor, vals: torch.Tensor, y: torch.Tensor,
-                          bound: torch.Tensor, loss: str) -> torch.Tensor:
-    """(R, d + 1) sums of the clipped per-example gradients of each replication's batch, without forming them.
-
-    The clipped gradient of a record is ℓ'·x̃·min(1, C/(|ℓ'|·‖x̃‖)) = clamp(ℓ', ±C/‖x̃‖)·x̃ (module docstring).
-
-    Args:
-        W: (R, d + 1) weights (contiguous).
-        flat: (k, K) entries' positions in ``W.view(-1)``: replication·(d + 1) + column (:class:`SparseRows`).
-        vals: (k, K) the entries' values.
-        y: (k,) the included records' labels in {0, 1}.
-        bound: (k,) C/‖x̃‖ of each included record.
-        loss: ``"logistic"`` or ``"hinge"``.
-    """
-    slope = loss_derivative((W.view(-1)[flat] * vals).sum(dim=1), y, loss)
-    scale = torch.clamp(slope, min=-bound, max=bound)
-    return torch.zeros(W.numel()).index_add_(0, flat.view(-1), (vals * scale[:, None]).view(-1)).view(W.shape)
+    def norms(self) -> np.ndarray:
+        """(n,) ‖x̃‖ = ‖(x, 1)‖ (padding is 0)."""
+        return np.linalg.norm(self.vals, axis=1)
 
 
 class StepCap:
@@ -231,36 +214,32 @@ class StepCap:
         self.max_steps = check_count("max_steps", max_steps)
         self.taken = 0
 
-    def take(self) -> None:
-        """Count one step.
+    def take(self, steps: int = 1) -> int:
+        """Count ``steps`` steps before any of them runs, and return the number (from 1) of the first.
 
         Raises:
-            AccountingError: the step would exceed the steps charged.
+            AccountingError: the last of them would exceed the steps charged (none is counted).
         """
-        if self.taken >= self.max_steps:
-            raise AccountingError(f"noisy step {self.taken + 1} exceeds the {self.max_steps} steps charged")
-        self.taken += 1
+        if self.taken + steps > self.max_steps:
+            raise AccountingError(f"noisy step {self.max_steps + 1} exceeds the {self.max_steps} steps charged")
+        self.taken += steps
+        return self.taken - steps + 1
 
 
 def poisson_epoch(generator: torch.Generator, *, steps: int, replications: int, n: int,
-                  q: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  q: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One epoch of Poisson sampling for all replications: (offsets (steps + 1,), replication, record), the included
     pairs of step t being ``[offsets[t], offsets[t + 1])`` (module docstring, "Poisson sampling, vectorised")."""
     total = steps * replications * n
-    positions: list[torch.Tensor] = []
+    positions: list[np.ndarray] = []
     last = -1
+    log_keep = math.log1p(-q)
     while last < total:
         expected = (total - last) * q
-        gaps = torch.empty(int(expected + 6 * math.sqrt(expected) + 16), dtype=torch.float64).geometric_(
-            q, generator=generator)
-        drawn = last + torch.cumsum(gaps.to(torch.int64), 0)
-        positions.append(drawn)
-        last = int(drawn[-1])
-    pos = torch.cat(positions)
-    pos = pos[pos < total]
-    step, rest = pos // (replications * n), pos % (replications * n)
-    offsets = torch.searchsorted(step, torch.arange(steps + 1, dtype=torch.int64))
-    return offsets, rest // n, rest % n
+        uniforms = torch.rand(int(expected + 6 * math.sqrt(expected) + 16), dtype=torch.float64, generator=generator)
+        positions.append(bernoulli_positions(uniforms.numpy(), last, log_keep))
+        last = int(positions[-1][-1])
+    return split_positions(np.concatenate(positions), steps, replications, n)
 
 
 @dataclass(frozen=True)
@@ -268,7 +247,7 @@ class LinearRun:
     """The outcome of :func:`train_linear`.
 
     Attributes:
-        weights: (R, d + 1) final weights of the R replications (bias last).
+        weights: (R, d + 1) float64 final weights of the R replications (bias last).
         errors: (R,) misclassification rates on the public evaluation data.
         steps: noisy steps taken per replication (= N).
         digests: SHA-256 of each replication's weights (the recorded releases).
@@ -319,7 +298,7 @@ class LinearFit:
 
     Attributes:
         trial, plan: the job's hyperparameters and schedule (not its data).
-        weights: (R, d + 1) final weights (bias last), possibly non-finite.
+        weights: (R, d + 1) float64 final weights (bias last), possibly non-finite.
         errors: (R,) misclassification rates on the job's evaluation data.
         steps: noisy steps taken per replication.
         width: d + 1.
@@ -365,31 +344,23 @@ def fit_linear(job: LinearJob, *, seed: int) -> LinearFit:
     :mod:`dpaudit.parallel`); nothing is recorded."""
     trial, plan = job.trial, job.plan
     rows = SparseRows.from_dense(job.X)  # the first read of a record, after every claim
-    yt = torch.from_numpy(np.array(job.y, dtype=np.float32))
-
+    labels = np.array(job.y, dtype=np.float64)
     generator = torch.Generator().manual_seed(seed)
     R = job.replications
-    W = torch.zeros(R, rows.width)
-    moments = (torch.zeros_like(W), torch.zeros_like(W))
-    bound = trial.max_grad_norm / rows.norms()
-    noise_std = trial.noise_multiplier * trial.max_grad_norm
+    W = np.zeros((R, rows.width))
+    mu, nu = np.zeros_like(W), np.zeros_like(W)
+    bounds = trial.max_grad_norm / rows.norms()
     cap = StepCap(plan.steps)
     for _ in range(plan.epochs):
         offsets, replication, record = poisson_epoch(generator, steps=plan.steps_per_epoch, replications=R,
-                                                     n=len(yt), q=plan.sample_rate)
-        # every gather of the epoch at once; a step only slices
-        flat, vals = replication[:, None] * rows.width + rows.cols[record], rows.vals[record]
-        labels, bounds = yt[record], bound[record]
-        noise = torch.randn(plan.steps_per_epoch, R, rows.width, generator=generator).mul_(noise_std)
-        cuts = offsets.tolist()
-        for t in range(plan.steps_per_epoch):
-            cap.take()
-            part = slice(cuts[t], cuts[t + 1])
-            g = clipped_gradient_sums(W, flat[part], vals[part], labels[part], bounds[part], trial.loss)
-            g.add_(noise[t]).div_(plan.expected_batch_size)
-            _update(W, g, moments, cap.taken, trial)
-    weights = W.numpy().copy()
-    return LinearFit(trial=trial, plan=plan, weights=weights, errors=evaluation_errors(weights, job.X_eval, job.y_eval),
+                                                     n=len(labels), q=plan.sample_rate)
+        # float64: torch.randn in float32 builds each pair from 24-bit uniforms, so no draw exceeds √(48 ln 2) ≈ 5.77σ
+        noise = torch.randn(plan.steps_per_epoch, R, rows.width, generator=generator, dtype=torch.float64)
+        first = cap.take(plan.steps_per_epoch)
+        run_epoch(W, mu, nu, first, rows.cols, rows.vals, rows.lengths, rows.binary, labels, bounds, offsets,
+                  replication, record, noise.numpy(), trial.noise_multiplier * trial.max_grad_norm,
+                  float(plan.expected_batch_size), trial.lr, LOSS_CODES[trial.loss], trial.optimizer == "adam")
+    return LinearFit(trial=trial, plan=plan, weights=W, errors=evaluation_errors(W, job.X_eval, job.y_eval),
                      steps=cap.taken, width=rows.width, evaluated=len(job.y_eval))
 
 
@@ -433,20 +404,6 @@ def train_linear(view: PluginSession, charges: Sequence[Charge], trial: LinearTr
     """
     return record_linear(view, charges, fit_linear(claim_linear(view, charges, trial, X, y, X_eval, y_eval),
                                                    seed=seed))
-
-
-def _update(W: torch.Tensor, g: torch.Tensor, moments: tuple[torch.Tensor, torch.Tensor], step: int,
-            trial: LinearTrial) -> None:
-    """One SGD step w ← w − η g, or Adam (Avent et al. 2020, Alg. 4), in place (the moments too)."""
-    if trial.optimizer == "sgd":
-        W.sub_(g, alpha=trial.lr)
-        return
-    mu, nu = moments
-    beta1, beta2 = ADAM_BETAS
-    mu.mul_(beta1).add_(g, alpha=1 - beta1)
-    nu.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-    denominator = (nu / (1 - beta2**step)).sqrt_().add_(ADAM_KAPPA)
-    W.addcdiv_(mu, denominator, value=-trial.lr / (1 - beta1**step))
 
 
 def evaluation_errors(weights: np.ndarray, X_eval: np.ndarray, y_eval: np.ndarray) -> np.ndarray:

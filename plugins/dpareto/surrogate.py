@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from botorch.exceptions.errors import ModelFittingError
 from botorch.fit import fit_gpytorch_mll
 from botorch.models import ModelListGP, SingleTaskGP
 from botorch.models.transforms.outcome import Standardize
@@ -27,21 +28,33 @@ def make_gp(x: np.ndarray, y: np.ndarray, previous: SingleTaskGP | None = None, 
 
     Args:
         previous: a GP whose kernel, mean and likelihood hyperparameters are copied first (warm start).
-        fit: maximise the marginal likelihood (L-BFGS-B, from the copied values when ``previous`` is given).
+        fit: maximise the marginal likelihood (L-BFGS-B, from the copied values when ``previous`` is given). When
+            every attempt fails (BoTorch's ``ModelFittingError``, seen on the full Adult runs once BO had sampled one
+            corner of the domain dozens of times), a warm-started GP keeps ``previous``'s hyperparameters and is only
+            conditioned on the data; a first fit that fails still raises.
     """
     train_x = torch.as_tensor(x, dtype=DTYPE)
     train_y = torch.as_tensor(y, dtype=DTYPE).reshape(-1, 1)
     covar = ScaleKernel(MaternKernel(nu=2.5, ard_num_dims=train_x.shape[1]))
     model = SingleTaskGP(train_x, train_y, covar_module=covar, outcome_transform=Standardize(m=1))
     if previous is not None:
-        for name in ("covar_module", "mean_module", "likelihood"):
-            getattr(model, name).load_state_dict(getattr(previous, name).state_dict())
+        _copy_hyperparameters(previous, model)
     if fit:
         with warnings.catch_warnings():  # BoTorch warns on every retry of an ill-conditioned fit; the fit still ends
             warnings.simplefilter("ignore")
-            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+            try:
+                fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+            except ModelFittingError:  # every retry failed (e.g. many repeated points): keep the warm start
+                if previous is None:
+                    raise
+                _copy_hyperparameters(previous, model)
     model.eval()
     return model
+
+
+def _copy_hyperparameters(source: SingleTaskGP, target: SingleTaskGP) -> None:
+    for name in ("covar_module", "mean_module", "likelihood"):
+        getattr(target, name).load_state_dict(getattr(source, name).state_dict())
 
 
 @dataclass

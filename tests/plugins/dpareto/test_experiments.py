@@ -31,8 +31,16 @@ def test_svt_experiment_smoke(tmp_path):
 
 
 def test_adult_experiment_smoke(tmp_path):
-    rows = _script("dpareto_adult").main(["--smoke", "--out", str(tmp_path)])
+    script, results = _script("dpareto_adult"), tmp_path / "runs.jsonl"
+    rows = script.main(["--smoke", "--out", str(tmp_path), "--results", str(results)])
     assert [r["method"] for r in rows] == ["bo-hvpoi", "random"]
     assert all(r["verified"] and r["evaluations"] == 3 for r in rows)
     report = (tmp_path / "dpareto-adult.md").read_text()
     assert "Table 2" in report and "0.158" in report
+    lines = results.read_text().splitlines()
+    assert len(lines) == 2
+    # resume: the finished runs are not run again (nothing appended), and the report is rewritten from the file
+    assert script.main(["--smoke", "--out", str(tmp_path), "--results", str(results)]) == rows
+    (tmp_path / "dpareto-adult.md").unlink()
+    assert script.main(["--smoke", "--out", str(tmp_path), "--results", str(results), "--report-only"]) == rows
+    assert results.read_text().splitlines() == lines and (tmp_path / "dpareto-adult.md").exists()

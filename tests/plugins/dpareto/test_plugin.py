@@ -4,6 +4,7 @@ stated, and a plan the budget cannot pay for refused before the first trial."""
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -201,6 +202,7 @@ def test_a_grid_beyond_the_bound_is_refused_before_it_is_built(monkeypatch):
     def never(*args):
         raise AssertionError("the grid was built")
 
+    importlib.import_module("dpaudit_plugins.dpareto.tasks_adult")  # its first import (numba's) uses itertools.product
     monkeypatch.setattr("itertools.product", never)
     with pytest.raises(InvalidParameter, match="at most 100000"):
         parse_config({"task": {"name": "adult-logreg-sgd"}, "method": "grid", "grid_points": 11})

@@ -67,3 +67,25 @@ def test_single_thread_restores_the_setting():
     with single_thread():
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+def test_a_refit_that_fails_keeps_the_warm_start_and_a_first_fit_that_fails_raises(monkeypatch):
+    """BoTorch gives up on some fits (every retry failed, e.g. after BO sampled one corner dozens of times): the loop
+    then keeps the previous hyperparameters and conditions on the data; with no previous GP the error stands."""
+    from botorch.exceptions.errors import ModelFittingError
+
+    from dpaudit_plugins.dpareto import surrogate
+
+    x, y = _data(20)
+    first = make_gp(x[:10], y[:10])
+
+    def fail(mll):
+        mll.model.covar_module.base_kernel.raw_lengthscale.data.fill_(7.0)  # a failed fit may leave anything behind
+        raise ModelFittingError("All attempts to fit the model have failed.")
+
+    monkeypatch.setattr(surrogate, "fit_gpytorch_mll", fail)
+    second = make_gp(x, y, previous=first)
+    np.testing.assert_array_equal(_lengthscale(second), _lengthscale(first))
+    assert second.train_inputs[0].shape[0] == 20
+    with pytest.raises(ModelFittingError):
+        make_gp(x, y)
