@@ -329,7 +329,8 @@ def _content_digest(line: bytes, rhash: str) -> str | None:
     member = _HASH_MEMBER_BYTES + rhash.encode("ascii") + b'"'
     if at < 0 or not line.startswith(member, at):  # cannot happen for a canonical line; then encode anew
         return None
-    return hashlib.sha256(line[:at] + line[at + len(member):]).hexdigest()  # (one copy: cheaper than two updates)
+    # the line without the member, joined: one sha256 call, cheaper than two memoryview updates
+    return hashlib.sha256(line[:at] + line[at + len(member):]).hexdigest()
 
 
 def _new_record(seq: int, rtype: str, body: dict[str, Any], prev: str, rtime: float) -> Record:

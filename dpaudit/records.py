@@ -54,8 +54,8 @@ CLOSE_STATUS_WORDS = {FINISHED: "finished", FAILED: "failed", ABORTED: "aborted"
 #: for a ``types`` argument of :func:`_get`, exact types that pass its check (``isinstance`` with an abstract class
 #: such as ``Mapping`` costs several times a type lookup, per field of every record ``verify`` reads)
 _PASSING: dict[type | tuple[type, ...], frozenset[type]] = {
-    str: frozenset({str}), int: frozenset({int}), float: frozenset({float}), list: frozenset({list}),
-    (int, float): frozenset({int, float}), Mapping: frozenset({dict}), dict: frozenset({dict}),
+    str: frozenset({str}), int: frozenset({int}), list: frozenset({list}), (int, float): frozenset({int, float}),
+    Mapping: frozenset({dict}),
 }
 
 
