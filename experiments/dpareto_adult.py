@@ -44,6 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dpareto_common import audited_run, mean_ci  # noqa: E402
 
+from dpaudit_plugins.dpareto.search import FALLBACK_PHASE  # noqa: E402
 from dpaudit_plugins.dpareto.tasks_adult import TRAIN_SIZE  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "experiments"
@@ -92,9 +93,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
             parts = [run_task(args, name, done) for name in args.tasks]
         for part in parts:
             done.update(part)
-    runs = list(done.values())
+    # the report covers the planned runs only: a results file may also hold runs of another budget
+    planned = {run_key(config, method, seed) for name in args.tasks for method, seed, config in plans(args, name)}
+    runs = [run for key, run in done.items() if key in planned]
     if runs and (not args.smoke or args.out is not None):
-        write(args.out or OUT, args, runs)
+        write(args.out or OUT, args, runs, unplanned=len(done) - len(runs))
     return [run["row"] for run in runs]
 
 
@@ -141,7 +144,8 @@ def run_task(args: argparse.Namespace, name: str, done: dict[str, dict]) -> dict
             row = {"task": name, "method": method, "seed": seed, "evaluations": len(out["trials"]),
                    "replications": args.replications, "rows": args.rows or TRAIN_SIZE,
                    "failed": out["failed_trials"], "hypervolume": out["hypervolume"]["value"],
-                   "wall_s": round(outcome.wall_s, 1), "verified": outcome.verified, "noise": NOISE}
+                   "wall_s": round(outcome.wall_s, 1), "verified": outcome.verified, "noise": NOISE,
+                   "fallbacks": sum(t["phase"] == FALLBACK_PHASE for t in out["trials"])}
             run = {"key": key, "row": row, "trace": out["hypervolume_trace"],
                    "front": [{"epsilon": p["epsilon"], "error": p["error"]} for p in out["front"]]}
             finished[key] = run
@@ -152,6 +156,14 @@ def run_task(args: argparse.Namespace, name: str, done: dict[str, dict]) -> dict
             print(f"{name} {method} seed {seed}: hypervolume {row['hypervolume']:.4f} "
                   f"({row['evaluations']} trials, {outcome.wall_s:.0f} s, verified)", flush=True)
     return finished
+
+
+def fallbacks(rows: list[dict]) -> str:
+    """The BO fallback counts of ``rows`` (one method's runs), by seed; "not recorded" where a run predates the
+    count, "–" for methods without BO trials."""
+    if not any(r["method"].startswith("bo") for r in rows):
+        return "–"
+    return ", ".join(str(r["fallbacks"]) if "fallbacks" in r else "not recorded" for r in rows)
 
 
 def table_2(rows: list[dict], task: str) -> tuple[list[float], tuple[float, float, float]]:
@@ -174,7 +186,7 @@ def budget_words(args: argparse.Namespace) -> str:
     return f"a **reduced budget**: {what} (the paper: 16 + 256 evaluations, 10 replications, all 30,956 records)"
 
 
-def write(out: Path, args: argparse.Namespace, runs: list[dict]) -> None:
+def write(out: Path, args: argparse.Namespace, runs: list[dict], unplanned: int = 0) -> None:
     rows = [run["row"] for run in runs]
     out.mkdir(parents=True, exist_ok=True)
     with (out / f"{args.name}.csv").open("w", newline="", encoding="utf-8") as fh:
@@ -201,6 +213,9 @@ def write(out: Path, args: argparse.Namespace, runs: list[dict]) -> None:
              "Every run is an audited session whose bundle verified (a run that does not verify stops the script). "
              "Seed s is the session's `SeededRandom(s)` (so each run is a NOT FOR RELEASE test run, verified with "
              "`allow_not_for_release`); BO and random sampling with the same seed form a Table 2 pair."]
+    if unplanned:
+        lines += ["", f"The results file holds {unplanned} more runs of other budgets or tasks; they are not reported "
+                  "here."]
     older = sum(run["row"].get("noise") != NOISE for run in runs)
     if older:
         lines += ["", f"{older} of these {len(runs)} runs predate the trainer's float64 noise (commit c9170f6): their "
@@ -217,8 +232,8 @@ def write(out: Path, args: argparse.Namespace, runs: list[dict]) -> None:
         lines.append(f"| {task} | {len(diffs)} | {measured} | {paper[0]:.3f} ({paper[1]:.3f}, {paper[2]:.3f}) |")
     lines += ["", "## Hypervolume by method (Fig. 6: BO against grid search)", "",
               "| task | method | runs (seeds) | evaluations | replications | records | hypervolume mean | 95 % CI (t) "
-              "| failed trials | wall per run (s) |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| failed trials | BO fallbacks per run | wall per run (s) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for task in tasks:
         for method in dict.fromkeys(r["method"] for r in rows if r["task"] == task):
             rs = [r for r in rows if r["task"] == task and r["method"] == method]
@@ -226,9 +241,12 @@ def write(out: Path, args: argparse.Namespace, runs: list[dict]) -> None:
             seeds = ", ".join(str(r["seed"]) for r in rs)
             lines.append(f"| {task} | {method} | {len(rs)} ({seeds}) | {rs[0]['evaluations']} | "
                          f"{rs[0]['replications']} | {rs[0]['rows']:,} | {mean:.4f} | "
-                         f"({lo:.4f}, {hi:.4f}) | {sum(r['failed'] for r in rs)} | "
+                         f"({lo:.4f}, {hi:.4f}) | {sum(r['failed'] for r in rs)} | {fallbacks(rs)} | "
                          f"{statistics.fmean(r['wall_s'] for r in rs):.0f} |")
-    lines += ["", f"Total wall time of the runs: {sum(r['wall_s'] for r in rows) / 3600:.2f} h (one process)."]
+    lines += ["", "BO fallbacks: BO trials at which HVPoI was zero at every candidate BoTorch tried (the predicted "
+              "mean dominated by the observed front everywhere), so the trial is a random point (phase `bo-fallback`, "
+              "docs/plugins/dpareto.md); \"not recorded\" for runs made before the count was kept.",
+              "", f"Total wall time of the runs: {sum(r['wall_s'] for r in rows) / 3600:.2f} h (one process)."]
     if missing:
         lines += ["", "**Not run** (planned, not finished when this report was written): "
                   + "; ".join(f"{t} {m} seed {s}" for t, m, s in missing) + "."]

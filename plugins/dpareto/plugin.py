@@ -25,7 +25,7 @@ front protects with the budget split.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -154,10 +154,10 @@ def _evaluator(view: PluginSession, cfg: DparetoConfig, executor: Executor, wors
     """The search's ``evaluate``: charge a batch of trials in the driver, run them on ``executor``, record them."""
     done = 0
 
-    def evaluate(units: np.ndarray, phase: str) -> list[Trial]:
+    def evaluate(units: np.ndarray, phases: Sequence[str]) -> list[Trial]:
         nonlocal done
         batch_plans = None if plans is None else plans[done:done + len(units)]
-        charged = charge_trials(cfg.task, view, units, done, phase, worst, batch_plans)
+        charged = charge_trials(cfg.task, view, units, done, phases, worst, batch_plans)
         done += len(units)
         return run_trials(cfg.task, view, charged, executor, release)
 

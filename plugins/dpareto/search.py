@@ -1,6 +1,6 @@
 """The searches: DPareto's Bayesian optimisation (HVPoI or qLogNEHVI) and the random and grid baselines.
 
-All work in the unit cube of the task's declared scales and call ``evaluate(unit, phase)`` once per trial, which
+All work in the unit cube of the task's declared scales and call ``evaluate(units, phases)`` once per batch, which
 returns the :class:`~dpaudit_plugins.dpareto.trials.Trial` (the plugin binds it to a certified trial; the benchmark
 to a synthetic objective). The BO loop (Avent et al. 2020, Alg. 1):
 
@@ -13,6 +13,11 @@ to a synthetic objective). The BO loop (Avent et al. 2020, Alg. 1):
 HVPoI's Pareto set is that of the observed trials and its reference point is the recorded one. While fewer than two
 trials have a valid error the utility GP cannot be fitted, and the next point is the next Sobol point instead.
 
+Where the acquisition is zero at every candidate BoTorch tries (HVPoI is zero wherever the predicted mean is
+dominated by the observed front, which late in a run with noisy errors can be everywhere), BoTorch starts its
+optimiser from a random candidate with zero gradient, so the proposal is a random point: such a trial's phase is
+:data:`FALLBACK_PHASE` instead of ``"bo"``, so a run states how many of its BO trials the acquisition really chose.
+
 With parallel workers, ``evaluate`` takes a batch of points and both phases run ``batch`` points at a time: BO
 proposes a batch by the kriging believer for HVPoI or jointly for qLogNEHVI (:func:`propose_batch`;
 docs/plugins/dpareto.md, "Parallel trials"). ``batch = 1`` is the sequential loop above.
@@ -21,13 +26,15 @@ docs/plugins/dpareto.md, "Parallel trials"). ``batch = 1`` is the sequential loo
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from botorch.acquisition.multi_objective.logei import qLogNoisyExpectedHypervolumeImprovement
 from botorch.acquisition.multi_objective.objective import GenericMCMultiOutputObjective
+from botorch.exceptions.warnings import BadInitialCandidatesWarning
 from botorch.models import ModelListGP
 from botorch.optim import optimize_acqf
 from botorch.sampling import SobolQMCNormalSampler
@@ -39,9 +46,12 @@ from dpaudit_plugins.dpareto.objectives import privacy_transform, transform_refe
 from dpaudit_plugins.dpareto.surrogate import DTYPE, Surrogates, make_gp
 from dpaudit_plugins.dpareto.trials import Trial
 
-Evaluate = Callable[[np.ndarray, str], list[Trial]]
-"""``evaluate(units, phase) -> trials``: run one batch of trials at the rows of ``units`` (q, d), possibly in
-parallel, and return them in row order."""
+FALLBACK_PHASE = "bo-fallback"
+"""The phase of a BO trial whose acquisition was zero at every candidate BoTorch tried (a random point)."""
+
+Evaluate = Callable[[np.ndarray, Sequence[str]], list[Trial]]
+"""``evaluate(units, phases) -> trials``: run one batch of trials at the rows of ``units`` (q, d), possibly in
+parallel, with the q ``phases`` (:attr:`Trial.phase`), and return them in row order."""
 
 
 @contextlib.contextmanager
@@ -70,7 +80,8 @@ def random_points(n: int, dimension: int, seed: int) -> np.ndarray:
 def run_fixed(points: np.ndarray, phase: str, evaluate: Evaluate, batch: int = 1) -> list[Trial]:
     """Evaluate ``points`` in order, ``batch`` at a time (random sampling and grid search: every point fixed before
     the first trial)."""
-    return [trial for start in range(0, len(points), batch) for trial in evaluate(points[start:start + batch], phase)]
+    return [trial for start in range(0, len(points), batch)
+            for trial in evaluate(points[start:start + batch], [phase] * len(points[start:start + batch]))]
 
 
 @dataclass(frozen=True)
@@ -107,8 +118,10 @@ class Observations:
 
 
 def propose(method: str, models: ModelListGP, obs: Observations, reference: np.ndarray, settings: BoSettings,
-            seed: int, q: int = 1) -> np.ndarray:
-    """The acquisition's maximiser over [0, 1]^d (before rounding): shape (d,) for ``q = 1``, else (q, d).
+            seed: int, q: int = 1) -> tuple[np.ndarray, bool]:
+    """The acquisition's maximiser over [0, 1]^d (before rounding): shape (d,) for ``q = 1``, else (q, d); and
+    whether BoTorch fell back to a random start because the acquisition was zero at every candidate it tried
+    (BoTorch's ``BadInitialCandidatesWarning``, caught here: the point is then a random one).
 
     Args:
         method: ``"hvpoi"`` or ``"qlognehvi"``.
@@ -127,11 +140,21 @@ def propose(method: str, models: ModelListGP, obs: Observations, reference: np.n
             sampler=SobolQMCNormalSampler(sample_shape=torch.Size([settings.mc_samples]), seed=seed),
             prune_baseline=True)
     bounds = torch.stack([torch.zeros(d, dtype=DTYPE), torch.ones(d, dtype=DTYPE)])
-    candidate, _ = optimize_acqf(acquisition, bounds=bounds, q=q, num_restarts=settings.restarts,
-                                 raw_samples=settings.raw_samples,
-                                 options={"maxiter": settings.acquisition_maxiter, "seed": seed},
-                                 retry_on_optimization_warning=False)
-    return candidate.detach().numpy().reshape(d) if q == 1 else candidate.detach().numpy().reshape(q, d)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        candidate, _ = optimize_acqf(acquisition, bounds=bounds, q=q, num_restarts=settings.restarts,
+                                     raw_samples=settings.raw_samples,
+                                     options={"maxiter": settings.acquisition_maxiter, "seed": seed},
+                                     retry_on_optimization_warning=False)
+    fell_back = False
+    for caught_warning in caught:  # every other warning passes on unchanged
+        if issubclass(caught_warning.category, BadInitialCandidatesWarning):
+            fell_back = True
+        else:
+            warnings.warn_explicit(caught_warning.message, caught_warning.category, caught_warning.filename,
+                                   caught_warning.lineno, source=caught_warning.source)
+    point = candidate.detach().numpy()
+    return (point.reshape(d) if q == 1 else point.reshape(q, d)), fell_back
 
 
 def believe(models: ModelListGP, obs: Observations, point: np.ndarray) -> tuple[ModelListGP, Observations]:
@@ -149,18 +172,22 @@ def believe(models: ModelListGP, obs: Observations, point: np.ndarray) -> tuple[
 
 
 def propose_batch(method: str, models: ModelListGP, obs: Observations, reference: np.ndarray, settings: BoSettings,
-                  seed: int, q: int) -> np.ndarray:
+                  seed: int, q: int) -> tuple[np.ndarray, list[bool]]:
     """``q`` points to run together, shape (q, d) (before rounding): qLogNEHVI's joint q-batch, or for HVPoI a
     kriging-believer batch (each next point proposed with the earlier ones fantasised at the GP means,
-    :func:`believe`; seeds ``seed``, ``seed + 1``, ...). For ``q = 1`` both are :func:`propose`."""
+    :func:`believe`; seeds ``seed``, ``seed + 1``, ...). For ``q = 1`` both are :func:`propose`. Also, per point,
+    whether it is a fallback (:func:`propose`; a joint batch falls back as a whole)."""
     if method != "hvpoi":
-        return propose(method, models, obs, reference, settings, seed, q).reshape(q, -1)
-    points = []
+        points, fell_back = propose(method, models, obs, reference, settings, seed, q)
+        return points.reshape(q, -1), [fell_back] * q
+    points, fallbacks = [], []
     for j in range(q):
         if j:
             models, obs = believe(models, obs, points[-1])
-        points.append(propose(method, models, obs, reference, settings, seed + j))
-    return np.array(points)
+        point, fell_back = propose(method, models, obs, reference, settings, seed + j)
+        points.append(point)
+        fallbacks.append(fell_back)
+    return np.array(points), fallbacks
 
 
 def bayesian_optimisation(domain: Domain, method: str, settings: BoSettings, reference_point: tuple[float, float],
@@ -183,11 +210,11 @@ def bayesian_optimisation(domain: Domain, method: str, settings: BoSettings, ref
         q = min(batch, settings.n_iterations - iteration)
         obs = Observations.of(trials)
         if len(obs.x_valid) < 2:
-            points = sobol[settings.n_initial + iteration:settings.n_initial + iteration + q]
+            points, fallbacks = sobol[settings.n_initial + iteration:settings.n_initial + iteration + q], [False] * q
         else:
             with single_thread(), torch.random.fork_rng():
                 torch.manual_seed(seed + 1 + iteration)  # BoTorch's fallbacks draw from torch's global generator
                 models = surrogates.update(obs.x, obs.log_epsilon, obs.x_valid, obs.logit_error)
-                points = propose_batch(method, models, obs, reference, settings, seed + 1 + iteration, q)
-        trials.extend(evaluate(domain.snap(points), "bo"))
+                points, fallbacks = propose_batch(method, models, obs, reference, settings, seed + 1 + iteration, q)
+        trials.extend(evaluate(domain.snap(points), [FALLBACK_PHASE if f else "bo" for f in fallbacks]))
     return trials

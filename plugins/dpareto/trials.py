@@ -33,7 +33,7 @@ is not a failed trial). A private front's error is never failed on its range: it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -71,7 +71,9 @@ class Trial:
 
     Attributes:
         index: 0-based position in the run.
-        phase: ``"initial"``, ``"bo"``, ``"random"`` or ``"grid"``.
+        phase: ``"initial"``, ``"bo"``, ``"bo-fallback"`` (a BO trial whose acquisition was zero at every
+            candidate: a random point, :data:`~dpaudit_plugins.dpareto.search.FALLBACK_PHASE`), ``"random"`` or
+            ``"grid"``.
         unit: the point's coordinates in the unit cube (after integer rounding).
         params: the hyperparameters the task ran with.
         epsilon: the trial's privacy objective: each model's ε (the plugin's recomputation from the charged events,
@@ -185,12 +187,12 @@ def checked_epsilon(plan: TrialPlan, worst: tuple[PrivacyEvent, ...] | None) -> 
     return max(plan.epsilon, charged)
 
 
-def charge_trials(task: Task, view: PluginSession, units: np.ndarray, first: int, phase: str,
+def charge_trials(task: Task, view: PluginSession, units: np.ndarray, first: int, phases: Sequence[str],
                   worst: tuple[PrivacyEvent, ...] | None, plans: list[TrialPlan] | None = None) -> list[ChargedTrial]:
     """Check every trial of a batch, then charge each one's events and draw its seed, in order (the driver).
 
     Args:
-        units: (q, d) unit coordinates; trial i gets index ``first + i``.
+        units: (q, d) unit coordinates; trial i gets index ``first + i`` and phase ``phases[i]``.
         worst: the worst-case events every plan must be dominated by (adaptively chosen points); None for points
             whose plans were already checked with the whole fixed plan.
         plans: the points' plans when already computed (fixed plans); else asked of the task here.
@@ -204,7 +206,7 @@ def charge_trials(task: Task, view: PluginSession, units: np.ndarray, first: int
     plans = [task.plan(p, view) for p in params] if plans is None else plans
     epsilons = [checked_epsilon(plan, worst) for plan in plans]
     snapped = task.domain.to_unit(values)
-    return [ChargedTrial(index=first + i, phase=phase, unit=tuple(float(u) for u in snapped[i]), params=params[i],
+    return [ChargedTrial(index=first + i, phase=phases[i], unit=tuple(float(u) for u in snapped[i]), params=params[i],
                          plan=plan, epsilon=epsilon,
                          charges=tuple(view.charge(event, mechanism=TRIAL_MECHANISM) for event in plan.events),
                          seed=draw_seed(view.rng))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -44,3 +45,11 @@ def test_adult_experiment_smoke(tmp_path):
     (tmp_path / "dpareto-adult.md").unlink()
     assert script.main(["--smoke", "--out", str(tmp_path), "--results", str(results), "--report-only"]) == rows
     assert results.read_text().splitlines() == lines and (tmp_path / "dpareto-adult.md").exists()
+    assert all(isinstance(r["fallbacks"], int) for r in rows)  # BO trials whose acquisition was zero everywhere
+    # a run of another budget in the same file is left out of the report, and the report says so
+    other = json.loads(lines[0])
+    other["key"] = other["key"].replace('"n_iterations": 1', '"n_iterations": 99')
+    assert other["key"] != json.loads(lines[0])["key"]
+    results.write_text("\n".join([*lines, json.dumps(other)]) + "\n")
+    assert script.main(["--smoke", "--out", str(tmp_path), "--results", str(results), "--report-only"]) == rows
+    assert "holds 1 more runs of other budgets" in (tmp_path / "dpareto-adult.md").read_text()

@@ -128,7 +128,8 @@ def test_bo_proposes_batches_of_the_worker_count(make_session):
             again, _ = _run(make_session, config, (TRAIN_NAME,))
             assert _points(out) == _points(again)
         points = [tuple(t["params"].values()) for t in out["trials"]]
-        assert len(points) == 7 and [t["phase"] for t in out["trials"]] == ["initial"] * 3 + ["bo"] * 4
+        phases = [t["phase"] for t in out["trials"]]
+        assert len(points) == 7 and phases[:3] == ["initial"] * 3 and set(phases[3:]) <= {"bo", "bo-fallback"}
         assert points[3] != points[4] and points[5] != points[6]  # a batch's points differ
 
 

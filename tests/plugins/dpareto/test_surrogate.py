@@ -3,6 +3,8 @@ and the search's acquisition step staying inside the box."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -56,10 +58,28 @@ def test_acquisition_proposes_a_point_of_the_box(method):
     settings = BoSettings(raw_samples=64, restarts=1, acquisition_maxiter=20, mc_samples=32)
     with single_thread():
         models = Surrogates().update(obs.x, obs.log_epsilon, obs.x_valid, obs.logit_error)
-        point = propose(method, models, obs, transform_reference((10.0, 1.0)), settings, seed=3)
-        again = propose(method, models, obs, transform_reference((10.0, 1.0)), settings, seed=3)
+        point, fell_back = propose(method, models, obs, transform_reference((10.0, 1.0)), settings, seed=3)
+        again, _ = propose(method, models, obs, transform_reference((10.0, 1.0)), settings, seed=3)
     assert point.shape == (3,) and np.all((point >= 0) & (point <= 1))
+    assert not fell_back  # the reference (10, 1) leaves room to improve: the acquisition chose the point
     np.testing.assert_array_equal(point, again)  # seeded: the same proposal
+
+
+def test_a_proposal_where_hvpoi_is_zero_everywhere_is_flagged_as_a_fallback():
+    """HVPoI is zero wherever the predicted mean is dominated by the observed front: with an observation at the
+    ideal corner (log ε and logit error far below every prediction) no candidate can improve, BoTorch starts from a
+    random candidate, and ``propose`` says so (the trial's phase becomes ``bo-fallback``)."""
+    x, log_eps = _data(10, seed=1)
+    logit_err = -0.5 * log_eps + 0.1 * np.random.default_rng(2).standard_normal(10)
+    x, log_eps, logit_err = np.vstack([x, x[:1]]), np.append(log_eps, -50.0), np.append(logit_err, -50.0)
+    obs = Observations(x=x, log_epsilon=log_eps, valid=np.ones(11, dtype=bool), logit_error=logit_err)
+    settings = BoSettings(raw_samples=64, restarts=1, acquisition_maxiter=20, mc_samples=32)
+    with single_thread():
+        models = Surrogates().update(obs.x, obs.log_epsilon, obs.x_valid, obs.logit_error)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the fallback's warning is consumed, not passed on
+            point, fell_back = propose("hvpoi", models, obs, transform_reference((10.0, 1.0)), settings, seed=3)
+    assert fell_back and point.shape == (3,)
 
 
 def test_single_thread_restores_the_setting():
