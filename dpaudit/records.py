@@ -81,22 +81,21 @@ def _get(body: Mapping[str, Any], kind: str, name: str, types: type | tuple[type
 _ABSENT = object()
 
 
-def _checked(body: Mapping[str, Any], kind: str, spec: tuple[tuple[str, type | tuple[type, ...], bool], ...]
+def _checked(body: Mapping[str, Any], kind: str, spec: tuple[tuple[str, type | tuple[type, ...]], ...]
              ) -> dict[str, Any]:
-    """``{name: _get(body, kind, name, types, optional=optional)}`` for each ``(name, types, optional)`` of ``spec``,
-    in one loop: a value of a type :data:`_PASSING` lists is taken as it is (what :func:`_get` does first), any
-    other value or a missing field goes through :func:`_get` (same values, same errors).
+    """``{name: _get(body, kind, name, types)}`` for each required field ``(name, types)`` of ``spec``, in one loop:
+    a value of a type :data:`_PASSING` lists is taken as it is (what :func:`_get` does first), any other value or a
+    missing field goes through :func:`_get` (same values, same errors).
 
     Raises:
         LedgerError: as :func:`_get`.
     """
     if type(body) is not dict:  # another Mapping: read as :func:`_get` reads it (``in`` and ``[]``, not ``get``)
-        return {name: _get(body, kind, name, types, optional=optional) for name, types, optional in spec}
+        return {name: _get(body, kind, name, types) for name, types in spec}
     out = {}
-    for name, types, optional in spec:
+    for name, types in spec:
         value = body.get(name, _ABSENT)
-        out[name] = value if type(value) in _PASSING.get(types, ()) else _get(body, kind, name, types,
-                                                                             optional=optional)
+        out[name] = value if type(value) in _PASSING.get(types, ()) else _get(body, kind, name, types)
     return out
 
 
@@ -313,10 +312,11 @@ class ChargeBody:
         fields.update(imputation=imputation, data=tuple(data), key=_get(b, CHARGE, "key", str, optional=True))
         return _built(cls, fields)
 
-    #: the fields :meth:`_parse` takes as they are (:func:`_checked`), in the order the old checks ran
-    _SCALARS: ClassVar[tuple[tuple[str, type | tuple[type, ...], bool], ...]] = (
-        ("event", Mapping, False), ("plugin", str, False), ("mechanism", str, False),
-        ("epsilon_spent", (int, float), False), ("bound_source", str, False))
+    #: the required fields (name, types) :meth:`_parse` takes as they are (:func:`_checked`), in the order the old
+    #: checks ran
+    _SCALARS: ClassVar[tuple[tuple[str, type | tuple[type, ...]], ...]] = (
+        ("event", Mapping), ("plugin", str), ("mechanism", str), ("epsilon_spent", (int, float)),
+        ("bound_source", str))
 
     def privacy_event(self) -> PrivacyEvent:
         """The charged event, decoded.
@@ -488,9 +488,10 @@ class ReleaseBody:
         fields.update(output=b["output"], output_file=output_file)
         return _built(cls, fields)
 
-    #: the fields :meth:`_parse` takes as they are (:func:`_checked`), in the order the old checks ran
-    _SCALARS: ClassVar[tuple[tuple[str, type | tuple[type, ...], bool], ...]] = (
-        ("charge_seq", int, False), ("plugin", str, False), ("mechanism", str, False), ("label", str, False))
+    #: the required fields (name, types) :meth:`_parse` takes as they are (:func:`_checked`), in the order the old
+    #: checks ran
+    _SCALARS: ClassVar[tuple[tuple[str, type | tuple[type, ...]], ...]] = (
+        ("charge_seq", int), ("plugin", str), ("mechanism", str), ("label", str))
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,12 @@ mechanism really produces, so the true ε of the accounted model is at least wha
 * Left out (a sub-composition still gives a lower bound: dropping outputs is post-processing): exponential-mechanism
   leaves (bounded range: the RDP accountant's curve for them is below randomized response's), multi-dimensional
   discrete Gaussians and repeat-and-select.
+
+Size: each leaf's array (one entry per grid step of its loss support; the discrete Laplace also enumerates its Δ − 1
+middle outputs) is sized before it is built and refused above :data:`MAX_LEAF_POINTS` with an
+:class:`~dpaudit.errors.AccountingError` naming the leaf (docs/accounting.md, "Size limit"): a hostile or extreme
+ledger cannot make the verifier allocate gigabytes, and the leaf is not quietly left out (which would check the claim
+against a weaker bound); a 1-D discrete Gaussian above the limit is left out (:func:`discrete_gaussian_pmf`).
 """
 
 from __future__ import annotations
@@ -74,7 +80,10 @@ LOG_MASS_WINDOW = 60.0
 FFT_ERROR_CONSTANT = 16.0
 #: Standard deviations of Gaussian noise kept on each side of the window in x.
 GAUSSIAN_SPAN = 40.0
-#: Largest number of grid points one leaf may span (a discrete Gaussian with a larger span is left out).
+#: Largest array one leaf's law may need: its grid points (subsampled Gaussian, randomized response, discrete Laplace
+#: on the float grid) or the outputs it enumerates (the Δ − 1 middle outputs of a discrete Laplace). A larger leaf
+#: raises :class:`~dpaudit.errors.AccountingError` naming this limit (the verifier then reports the lower bound as
+#: not computed), except a discrete Gaussian, which is left out (a sub-composition still gives a lower bound).
 MAX_LEAF_POINTS = 20_000_000
 #: Newton steps on the tilt λ (each a full composition at a coarse grid).
 TILT_ITERATIONS = 6
@@ -132,6 +141,19 @@ def _log_diff_ndtr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(b > a, out, -np.inf)
 
 
+def _check_points(points: float, what: str) -> None:
+    """Refuse a leaf whose law needs more than :data:`MAX_LEAF_POINTS` entries, before anything is allocated.
+
+    ``points`` is a float so that a span that overflows (or is NaN) is refused too, never passed to ``math.floor``.
+
+    Raises:
+        AccountingError: ``points`` is above the limit or not finite.
+    """
+    if not points <= MAX_LEAF_POINTS:
+        raise AccountingError(f"hockey-stick lower bound not computed: {what} needs {points:.4g} points, more than "
+                              f"MAX_LEAF_POINTS = {MAX_LEAF_POINTS}")
+
+
 def _mixture_inverse(y: np.ndarray, q: float, sigma: float) -> np.ndarray:
     """x with g(x) = y for g(x) = ln((1 − q) + q·e^{(2x − 1)/(2σ²)}), −∞ where y ≤ ln(1 − q)."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -162,9 +184,7 @@ def subsampled_gaussian_pmf(q: float, sigma: float, h: float, tilt: float, remov
     else:
         j_lo = math.floor(-_mixture_g(x_hi, q, sigma) / h)
         j_hi = math.floor(-_mixture_g(x_lo, q, sigma) / h)
-    if j_hi - j_lo + 1 > MAX_LEAF_POINTS:
-        raise AccountingError(f"hockey-stick lower bound: a subsampled Gaussian spans {j_hi - j_lo + 1} grid points "
-                              f"at interval {h:g}; use a coarser interval")
+    _check_points(j_hi - j_lo + 1.0, f"a subsampled Gaussian (q = {q:g}, sigma = {sigma:g}) at interval {h:g}")
     j = np.arange(j_lo, j_hi + 1, dtype=float)
     if remove:
         # cell j: x in (g⁻¹(jh), g⁻¹((j+1)h)]; the top cell runs to +∞, the bottom one from g⁻¹(j_lo·h)
@@ -181,7 +201,12 @@ def subsampled_gaussian_pmf(q: float, sigma: float, h: float, tilt: float, remov
 
 
 def randomized_response_pmf(epsilon: float, delta: float, h: float) -> LossPmf:
-    """The (ε, δ) randomized-response pair: +∞ w.p. δ, +ε w.p. (1 − δ)e^ε/(1 + e^ε), −ε w.p. (1 − δ)/(1 + e^ε)."""
+    """The (ε, δ) randomized-response pair: +∞ w.p. δ, +ε w.p. (1 − δ)e^ε/(1 + e^ε), −ε w.p. (1 − δ)/(1 + e^ε).
+
+    Raises:
+        AccountingError: the span 2ε/h is more than :data:`MAX_LEAF_POINTS` grid points.
+    """
+    _check_points(2.0 * epsilon / h + 2.0, f"randomized response at epsilon = {epsilon:g} on the interval {h:g}")
     hi, lo = math.floor(epsilon / h), math.floor(-epsilon / h)
     log_rest = math.log1p(-delta) if delta < 1 else -math.inf
     log_probs = np.full(hi - lo + 1, -np.inf)
@@ -204,14 +229,24 @@ def discrete_laplace_pmf(parameter: float, sensitivity: int, h: float) -> LossPm
     """The discrete Laplace pair: P(z) ∝ e^{−a|z|} vs the same shifted by Δ; loss a(|z − Δ| − |z|) under P.
 
     The loss is aΔ for z ≤ 0 (mass 1/(1 + e^{−a})), −aΔ for z ≥ Δ (mass e^{−aΔ}/(1 + e^{−a})), a(Δ − 2z) between.
+
+    Raises:
+        AccountingError: Δ or the span 2aΔ/h is more than :data:`MAX_LEAF_POINTS` points.
     """
     a, d = parameter, sensitivity
+    _check_discrete_laplace(d)
+    _check_points(2.0 * a * d / h + 2.0, f"a discrete Laplace of loss a*Delta = {a * d:g} on the interval {h:g}")
     log_norm = math.log(-math.expm1(-a)) - float(np.logaddexp(0.0, -a))
     z = np.arange(1, d, dtype=float)
     losses = np.concatenate(([a * d, -a * d], a * (d - 2 * z)))
     log_mass = np.concatenate(([-float(np.logaddexp(0.0, -a)), -a * d - float(np.logaddexp(0.0, -a))],
                                log_norm - a * z))
     return _binned(losses, log_mass, h)
+
+
+def _check_discrete_laplace(sensitivity: int) -> None:
+    """Refuse a discrete Laplace whose Δ − 1 middle outputs (enumerated by the two builders below) are too many."""
+    _check_points(float(sensitivity), f"a discrete Laplace of sensitivity Delta = {sensitivity} grid units")
 
 
 def discrete_laplace_lattice_pmf(parameter: float, sensitivity: int, cells: int) -> LossPmf:
@@ -221,8 +256,12 @@ def discrete_laplace_lattice_pmf(parameter: float, sensitivity: int, cells: int)
     (together at least half of the mass) sit exactly on ±``cells`` and only the middle cells 0 < z < Δ are rounded
     (by less than h each); a float grid instead rounds the atoms down by up to h in every application whenever aΔ/h
     falls just below an integer. With ``cells`` = Δ the law is exact.
+
+    Raises:
+        AccountingError: Δ is more than :data:`MAX_LEAF_POINTS`.
     """
     a, d = parameter, sensitivity
+    _check_discrete_laplace(d)
     log_norm = math.log(-math.expm1(-a)) - float(np.logaddexp(0.0, -a))
     z = np.arange(1, d, dtype=np.int64)
     index = np.concatenate(([cells, -cells], (cells * (d - 2 * z)) // d))

@@ -111,6 +111,10 @@ NEGATIVE_MASS_FACTOR = 4.0
 TAIL_MASS_TRUNCATION = 1e-15
 #: Spectra kept of recent compositions' second operands (:func:`_convolve`).
 SPECTRA_KEPT = 8
+#: Largest grid sensitivity Δ_γ of a 1-D discrete Laplace leaf: dp_accounting's discrete Laplace PLD enumerates the
+#: Δ_γ + 1 outputs between the two centres (about 110 bytes and 1 µs each), so a hostile or extreme ledger could
+#: otherwise make the PLD (and ``dpaudit verify``'s recomputation) allocate gigabytes; the other accountants take it.
+MAX_LAPLACE_SENSITIVITY = 2**22
 
 
 def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True) -> str | None:
@@ -122,6 +126,9 @@ def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True) ->
             return "the discrete Gaussian PLD covers one-dimensional releases only"
         if isinstance(spec, PureSpec) and spec.laplace_parameter is None and not pessimistic:
             return "a generic pure-DP leaf has no exact PLD, so no optimistic (lower) estimate"
+        if isinstance(spec, PureSpec) and spec.laplace_sensitivity > MAX_LAPLACE_SENSITIVITY:
+            return (f"a discrete Laplace leaf of grid sensitivity {spec.laplace_sensitivity} is above "
+                    f"MAX_LAPLACE_SENSITIVITY = {MAX_LAPLACE_SENSITIVITY} (its PLD enumerates every grid unit)")
         if isinstance(spec, ApproximateSpec) and not pessimistic:
             return "a generic (epsilon, delta) leaf has no exact PLD, so no optimistic (lower) estimate"
         if not isinstance(spec, (PureSpec, DiscreteGaussianSpec, ApproximateSpec, PoissonGaussianSpec)):

@@ -33,7 +33,10 @@ Two checks (docs/accounting.md, "Independent recheck"):
    exact binomial sums and agree to ~10⁻⁹.
 
 When no independent implementation models the event, check 2 is skipped, ``independent`` is ``"none"``, the
-independent value is 0 (the only lower bound known) and the reason says so.
+independent value is 0 (the only lower bound known) and the reason says so. When the independent implementation
+fails (e.g. a leaf whose law would need more than :data:`~dpaudit.accounting.hockey_stick.MAX_LEAF_POINTS` entries),
+``independent`` is ``"failed"``, the recheck is not ok and the reason says why ("NOT RECHECKED"): the claim is
+neither confirmed nor silently checked against a weaker bound.
 """
 
 from __future__ import annotations
@@ -306,12 +309,13 @@ def recheck(claim_source: str, event: PrivacyEvent, delta: float, claimed_epsilo
     first = f"claim {claimed:.12g} {'>=' if recompute_ok else '<'} {source} recomputation {recomputed:.12g}"
     try:
         independent = _INDEPENDENT[method](counts, delta, claimed, recomputed)
-    except DPAuditError as exc:
+    except DPAuditError as exc:  # e.g. a leaf too large for the lower bound's arrays (:mod:`.hockey_stick`)
         independent = _Independent("failed", 0.0, 0.0, False, f"independent recomputation failed: {exc}")
     if independent is None:
         return Recheck(recompute_ok, method, claimed, recomputed, "none", 0.0, 0.0,
                        f"{first}; no independent implementation models this event, so only the recomputation "
                        "was checked")
     ok = recompute_ok and independent.ok
+    verdict = "agrees" if independent.ok else "NOT RECHECKED" if independent.name == "failed" else "DISAGREES"
     return Recheck(ok, method, claimed, recomputed, independent.name, independent.value, independent.tolerance,
-                   f"{first}; independent: {independent.detail} ({'agrees' if independent.ok else 'DISAGREES'})")
+                   f"{first}; independent: {independent.detail} ({verdict})")

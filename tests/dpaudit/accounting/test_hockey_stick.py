@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpaudit.accounting import get_accountant, recheck
+from dpaudit.accounting import get_accountant, hockey_stick, recheck
 from dpaudit.accounting.base import OutsideControlledRegime
 from dpaudit.accounting.charges import ApproximateSpec, PoissonGaussianSpec, PureSpec
 from dpaudit.accounting.hockey_stick import (
+    MAX_LEAF_POINTS,
     discrete_laplace_pmf,
     epsilon_lower_bound,
     lattice_of,
@@ -25,7 +26,7 @@ from dpaudit.accounting.hockey_stick import (
     subsampled_gaussian_pmf,
 )
 from dpaudit.accounting.pld import PldAccountant
-from dpaudit.errors import InvalidParameter
+from dpaudit.errors import AccountingError, InvalidParameter
 from dpaudit.events import PoissonSubsampledGaussianEvent
 from dpaudit.sensitivity import from_formula
 
@@ -211,6 +212,50 @@ def test_left_out_leaves_are_counted_and_bad_inputs_refused():
         epsilon_lower_bound({EXTREME: 1}, 1e-5, interval=0.0)
     with pytest.raises(InvalidParameter):
         epsilon_lower_bound({EXTREME: 1}, 1e-5, tilt=-1.0)
+
+
+# --- a leaf whose law needs more than MAX_LEAF_POINTS entries is refused by name, before anything is allocated ------
+
+HUGE = 2**30  # a discrete Laplace on a grid 2³⁰ times finer than its sensitivity: 8 GiB per array before the limit
+UNIT = ApproximateSpec(0.3, 1e-7)  # a second spec: the composition is on the float grid
+TOO_LARGE = [
+    pytest.param({PureSpec(0.5, laplace_parameter=0.5 / HUGE, laplace_sensitivity=HUGE): 3},
+                 "sensitivity Delta = 1073741824", id="laplace-aligned-grid"),
+    pytest.param({PureSpec(0.5, laplace_parameter=0.5 / HUGE, laplace_sensitivity=HUGE): 3,
+                  PureSpec(0.3, laplace_parameter=0.3 / 1025, laplace_sensitivity=1025): 2},
+                 "sensitivity Delta = 1073741824", id="laplace-float-grid"),
+    pytest.param({PureSpec(1e5, laplace_parameter=1e5 / 1025, laplace_sensitivity=1025): 2, UNIT: 1},
+                 "loss a*Delta = 100000", id="laplace-span"),
+    pytest.param({PureSpec(1.0, laplace_parameter=1e306, laplace_sensitivity=1000): 2, UNIT: 1},
+                 "needs inf points", id="laplace-span-overflows"),
+    pytest.param({ApproximateSpec(1e5, 1e-9): 2, UNIT: 1},
+                 "randomized response at epsilon = 100000", id="randomized-response-span"),
+    pytest.param({PoissonGaussianSpec(0.5, 1e-6): 1}, "a subsampled Gaussian", id="subsampled-gaussian-span"),
+]
+
+
+@pytest.mark.parametrize(("counts", "named"), TOO_LARGE)
+def test_a_leaf_too_large_for_its_arrays_is_refused_naming_the_limit(counts, named) -> None:
+    """Before the limit, the first two built arrays of 2³⁰ entries (MemoryError or gigabytes), the span ones a
+    float grid of 2·10⁸ cells, and an overflowing span reached ``math.floor(inf)`` (OverflowError)."""
+    with pytest.raises(AccountingError, match="MAX_LEAF_POINTS") as refused:
+        epsilon_lower_bound(counts, 1e-6)
+    assert "not computed" in str(refused.value) and named in str(refused.value)
+
+
+def test_the_limit_refuses_only_what_it_must_and_leaves_computed_bounds_unchanged(monkeypatch) -> None:
+    """A mixed discrete Laplace composition (float grid h = 10⁻³, loss aΔ = 0.5): its law needs Δ = 1025 and
+    2aΔ/h + 2 = 1002 points. At a limit of 1025 the bound is the one computed at the default limit; at 1024 it is
+    refused, never replaced by a weaker one."""
+    counts = {PureSpec(0.5, laplace_parameter=0.5 / 1025, laplace_sensitivity=1025): 3, UNIT: 1}
+    computed = epsilon_lower_bound(counts, 1e-6)
+    assert computed.interval == 1e-3 and computed.epsilon > 1.0
+    monkeypatch.setattr(hockey_stick, "MAX_LEAF_POINTS", 1025)
+    assert epsilon_lower_bound(counts, 1e-6) == computed
+    monkeypatch.setattr(hockey_stick, "MAX_LEAF_POINTS", 1024)
+    with pytest.raises(AccountingError, match="Delta = 1025 grid units needs 1025 points"):
+        epsilon_lower_bound(counts, 1e-6)
+    assert MAX_LEAF_POINTS == 20_000_000
 
 
 # --- the speed-ups keep the numbers: same convolutions, same bisection, one direction where both are one law -------

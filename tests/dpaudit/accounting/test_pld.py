@@ -9,10 +9,10 @@ import random
 import dp_accounting
 import pytest
 
-from dpaudit.accounting import BasicComposition, PldAccountant, RdpAccountant
+from dpaudit.accounting import BasicComposition, PldAccountant, RdpAccountant, get_accountant
 from dpaudit.accounting import pld as pld_module
 from dpaudit.accounting.base import DeltaUnreachable, OutsideControlledRegime
-from dpaudit.accounting.charges import tally
+from dpaudit.accounting.charges import PureSpec, tally
 from dpaudit.accounting.pld import FIRST_LOSSES, HockeyStick, epsilon_from_pld, self_composed
 from dpaudit.accounting.recheck import recheck
 from dpaudit.budget import BudgetFilter
@@ -425,3 +425,16 @@ def test_a_claim_below_the_smaller_grid_reading_fails_the_recheck():
     forged = recheck("pld", event, 1e-6, finer, version)
     assert not forged.ok and "claim" in forged.reason and forged.recomputed == claim
     assert recheck("pld", event, 1e-6, PldAccountant("pld/3").epsilon(event, 1e-6), version).ok
+
+
+def test_a_discrete_laplace_leaf_too_fine_to_enumerate_is_unsupported_by_name() -> None:
+    """dp_accounting's discrete Laplace PLD enumerates Δ + 1 outputs: at Δ = 2³⁰ + 1 it would allocate gigabytes.
+    Up to MAX_LAPLACE_SENSITIVITY the leaf is supported; above it the PLD refuses by name and the tightest accountant
+    composes with the others."""
+    limit = pld_module.MAX_LAPLACE_SENSITIVITY
+    at, above = (PureSpec(0.5, laplace_parameter=0.5 / d, laplace_sensitivity=d) for d in (limit, limit + 1))
+    assert pld_module.unsupported_reason({at: 3}) is None
+    assert "MAX_LAPLACE_SENSITIVITY = 4194304" in pld_module.unsupported_reason({above: 3})
+    with pytest.raises(UnsupportedEvent, match="MAX_LAPLACE_SENSITIVITY"):
+        PldAccountant().epsilon_of_tally({above: 3}, 1e-6)
+    assert get_accountant("tightest").epsilon_of_tally({above: 3}, 1e-6) == pytest.approx(1.5)

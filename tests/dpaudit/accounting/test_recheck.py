@@ -5,16 +5,22 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import json
+from pathlib import Path
 
 import dp_accounting
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
-from dpaudit.accounting import charges, get_accountant, recheck
+from dpaudit.accounting import charges, get_accountant, hockey_stick, recheck
 from dpaudit.accounting import pld as pld_module
 from dpaudit.accounting import rdp as rdp_module
+from dpaudit.accounting.tightest import member_name
+from dpaudit.cli import main
 from dpaudit.errors import AccountingError, InvalidParameter
 from dpaudit.events import ComposedEvent
+from dpaudit.verify import verify_bundle
 
 from ._events import (
     PLD2_CLAIM,
@@ -191,3 +197,58 @@ def test_a_pld2_claim_is_rechecked_with_the_fold_it_recorded(recorded):
 def test_a_claim_whose_recorded_fold_is_unknown_fails_naming_it():
     with pytest.raises(AccountingError, match="pld/1"):
         recheck("pld", pld2_event(), PLD2_DELTA, PLD2_CLAIM, "pld/1 (interval 0.0002, pessimistic; dp-accounting)")
+
+
+# --- a lower bound too large to compute: reported by name, never a traceback, never a weaker check ------------------
+
+def test_a_lower_bound_too_large_to_compute_is_reported_not_rechecked(monkeypatch) -> None:
+    """Three discrete Laplace counts (Δ = 1025 grid units) with the leaf limit set to 1000: the pld claim is
+    recomputed, its lower bound is refused by name, and the recheck fails saying so (not as a disagreement)."""
+    monkeypatch.setattr(hockey_stick, "MAX_LEAF_POINTS", 1000)
+    counts = ComposedEvent(events=(laplace(0.5),) * 3)
+    claimed = get_accountant("pld").epsilon(counts, 1e-6)
+    result = recheck("pld", counts, 1e-6, claimed)
+    assert not result.ok and result.recomputed <= claimed and result.independent == "failed"
+    assert "NOT RECHECKED" in result.reason and "MAX_LEAF_POINTS = 1000" in result.reason
+    assert "DISAGREES" not in result.reason
+
+
+def _laplace_run(make_session, grid: float | None) -> Path:
+    with make_session(epsilon=5.0, delta=1e-6) as s:
+        for _ in range(3):
+            s.laplace(4.0, sensitivity=1.0, epsilon=0.5, label="count", grid=grid)
+    return s.run_dir
+
+
+def _recompose(run_dir: Path) -> tuple[bool, str]:
+    (check,) = [c for c in verify_bundle(run_dir, allow_not_for_release=True).checks if c.name == "recompose"]
+    return check.ok, check.detail
+
+
+def test_dpaudit_verify_reports_a_lower_bound_it_cannot_compute(make_session, monkeypatch) -> None:
+    run_dir = _laplace_run(make_session, None)
+    assert _recompose(run_dir)[0]
+    monkeypatch.setattr(hockey_stick, "MAX_LEAF_POINTS", 1000)
+    ok, detail = _recompose(run_dir)
+    assert not ok and "NOT RECHECKED" in detail and "MAX_LEAF_POINTS = 1000" in detail
+    result = CliRunner().invoke(main, ["verify", str(run_dir), "--allow-not-for-release"])
+    assert result.exit_code == 1 and not isinstance(result.exception, Exception)  # exit 1, not a traceback
+    assert "MAX_LEAF_POINTS = 1000" in result.output
+
+
+def test_dpaudit_verify_refuses_a_pld_claim_on_a_laplace_leaf_too_fine_to_enumerate(make_session) -> None:
+    """A discrete Laplace on a grid 2³⁰ times finer than its sensitivity (Δ = 2³⁰ + 1 grid units; before the limits
+    the PLD and the lower bound each built arrays of 2³⁰ entries, gigabytes or a MemoryError): the session certifies
+    it with an accountant that does not enumerate Δ, and a certificate edited to say the PLD attained the claim fails
+    verification naming the limit."""
+    run_dir = _laplace_run(make_session, 2.0**-30)
+    cert = json.loads((run_dir / "certificate.json").read_text())
+    assert member_name(cert["claim"]["attained_by"]) != "pld"
+    assert _recompose(run_dir)[0]
+    cert["claim"]["attained_by"] = "pld"
+    (run_dir / "certificate.json").write_text(json.dumps(cert))
+    ok, detail = _recompose(run_dir)
+    assert not ok and "recomposition failed" in detail and "MAX_LAPLACE_SENSITIVITY = 4194304" in detail
+    result = CliRunner().invoke(main, ["verify", str(run_dir), "--allow-not-for-release"])
+    assert result.exit_code == 1 and not isinstance(result.exception, Exception)
+    assert "MAX_LAPLACE_SENSITIVITY" in result.output

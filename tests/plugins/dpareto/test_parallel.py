@@ -12,7 +12,6 @@ import pytest
 from dpaudit.data.adult_a1a import EVAL_NAME, TEST_NAME, TRAIN_NAME
 from dpaudit.epsilon_claims import RELEASE_CLAIM_KEY
 from dpaudit.errors import InvalidParameter
-from dpaudit.ledger import read_records
 from dpaudit.parallel import Executor, ParallelOptions, SequentialExecutor, TrialFailure
 from dpaudit.verify import verify_bundle
 from dpaudit_plugins.dpareto.config import DparetoConfig, parse_config
@@ -53,23 +52,13 @@ FROZEN_SVT = [
 ]
 
 
-def _untimed(value):
-    """``value`` without its clock readings (keys ending in ``_at``)."""
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if not k.endswith("_at")}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
-
-
-def _run(make_session, config, protected, public_data=()):
+def _run(make_session, ledger_content, config, protected, public_data=()):
     with make_session(1e12, 1e-5, seed=7, adaptive=True, protected=protected, public=public_data) as session:
         out = run(session, config)
-    records, problems = read_records(session.ledger_path)
-    assert not problems
+    ledger = ledger_content(session.ledger_path)
     report = verify_bundle(session.run_dir, allow_not_for_release=True)
     assert report.valid, report.reasons
-    return out, [(r.type, _untimed(r.body)) for r in records if r.type != "open"]
+    return out, ledger
 
 
 def _kind(kind, body):
@@ -81,21 +70,21 @@ def _points(out):
     return [(t["params"], t["epsilon"], t["error"]) for t in out["trials"]]
 
 
-def test_one_worker_reproduces_the_sequential_code_bit_for_bit_adult_private_front(make_session):
+def test_one_worker_reproduces_the_sequential_code_bit_for_bit_adult_private_front(make_session, ledger_content):
     """Attack: a split trial that moved a charge, a data access, a claim, a seed draw or the error's Laplace release
     changes the points BO picks, the released errors or the ledger's record sequence."""
-    out, ledger = _run(make_session, ADULT_RANDOM, (TRAIN_NAME, EVAL_NAME))
+    out, ledger = _run(make_session, ledger_content, ADULT_RANDOM, (TRAIN_NAME, EVAL_NAME))
     assert _points(out) == FROZEN_ADULT
     assert [_kind(kind, body) for kind, body in ledger] == FROZEN_ADULT_RECORDS
 
 
-def test_one_worker_reproduces_the_sequential_code_bit_for_bit_svt_qlognehvi(make_session):
-    out, _ = _run(make_session, SVT_BO, (TRAIN_NAME,))
+def test_one_worker_reproduces_the_sequential_code_bit_for_bit_svt_qlognehvi(make_session, ledger_content):
+    out, _ = _run(make_session, ledger_content, SVT_BO, (TRAIN_NAME,))
     assert _points(out) == FROZEN_SVT
 
 
 def test_two_worker_processes_run_the_trials_of_the_sequential_path_and_charge_each_batch_before_it_runs(
-        make_session):
+        make_session, ledger_content):
     """Attack: a worker that drew its own seed, results taken in arrival order, a split trial that differs from the
     task's in-driver evaluation, or a private-front error released by the worker (or not at all) would change the
     trials or fail verification; a trial dispatched before its charge would show a data access ahead of the
@@ -103,11 +92,11 @@ def test_two_worker_processes_run_the_trials_of_the_sequential_path_and_charge_e
     trial order, so two workers must give exactly the sequential trials."""
     public = {**ADULT_RANDOM, "task": {**ADULT_RANDOM["task"], "replications": 1}}
     public.pop("front"), public.pop("evaluation_epsilon")
-    sequential, _ = _run(make_session, public, (TRAIN_NAME,), public_data=(TEST_NAME,))
-    parallel, _ = _run(make_session, {**public, "workers": 2}, (TRAIN_NAME,), public_data=(TEST_NAME,))
+    sequential, _ = _run(make_session, ledger_content, public, (TRAIN_NAME,), public_data=(TEST_NAME,))
+    parallel, _ = _run(make_session, ledger_content, {**public, "workers": 2}, (TRAIN_NAME,), public_data=(TEST_NAME,))
     assert _points(parallel) == _points(sequential)
 
-    private, ledger = _run(make_session, {**ADULT_RANDOM, "workers": 2}, (TRAIN_NAME, EVAL_NAME))
+    private, ledger = _run(make_session, ledger_content, {**ADULT_RANDOM, "workers": 2}, (TRAIN_NAME, EVAL_NAME))
     assert all(t["failure"] is None for t in private["trials"])
     kinds = [_kind(kind, body) for kind, body in ledger]
     # batch 1 = trials 0 and 1 (two replications each): all charged before either reads data; batch 2 = trial 2
@@ -116,16 +105,16 @@ def test_two_worker_processes_run_the_trials_of_the_sequential_path_and_charge_e
     assert [t[RELEASE_CLAIM_KEY]["label"] for t in private["trials"]] == [body["label"] for body in releases]
 
 
-def test_bo_proposes_batches_of_the_worker_count(make_session):
+def test_bo_proposes_batches_of_the_worker_count(make_session, ledger_content):
     """Batch BO on the SVT example (workers = 2, a process pool): HVPoI's kriging-believer batches and
     qLogNEHVI's q-batches give distinct points and every planned trial once; the same run under the same seed."""
     for method in ("hvpoi", "qlognehvi"):
         config = {**SVT_BO, "method": method, "n_iterations": 4, "workers": 2}
         if method == "hvpoi":
             config.pop("mc_samples")
-        out, _ = _run(make_session, config, (TRAIN_NAME,))
+        out, _ = _run(make_session, ledger_content, config, (TRAIN_NAME,))
         if method == "hvpoi":
-            again, _ = _run(make_session, config, (TRAIN_NAME,))
+            again, _ = _run(make_session, ledger_content, config, (TRAIN_NAME,))
             assert _points(out) == _points(again)
         points = [tuple(t["params"].values()) for t in out["trials"]]
         phases = [t["phase"] for t in out["trials"]]
@@ -150,10 +139,11 @@ class _DyingExecutor(Executor):
         return outcomes
 
 
-def test_a_trial_whose_worker_died_keeps_its_charges_and_never_reaches_the_gp(make_session, monkeypatch):
+def test_a_trial_whose_worker_died_keeps_its_charges_and_never_reaches_the_gp(make_session, monkeypatch,
+                                                                               ledger_content):
     monkeypatch.setattr(ParallelOptions, "executor", lambda self: _DyingExecutor())
     config = {**ADULT_RANDOM, "task": {**ADULT_RANDOM["task"], "replications": 1}}
-    out, ledger = _run(make_session, config, (TRAIN_NAME, EVAL_NAME))
+    out, ledger = _run(make_session, ledger_content, config, (TRAIN_NAME, EVAL_NAME))
     failed = out["trials"][1]
     assert failed["error"] is None and "worker process died" in failed["failure"]
     assert failed["charges"] and RELEASE_CLAIM_KEY not in failed

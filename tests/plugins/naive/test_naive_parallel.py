@@ -32,30 +32,14 @@ FROZEN_LEDGER_SHA256 = "a0b217b11314b43adabddd0bbbef91b5ea591b76b9a93bf3b8acd15a
 FROZEN_MODEL_SHA256 = "78c09d015a3f82459ff86356d2817dbee6ea7f15e722669d11015bb0816fe739"
 
 
-def _untimed(value):
-    """``value`` without its clock readings (keys ending in ``_at``)."""
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if not k.endswith("_at")}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
-
-
-def _ledger(session) -> list[tuple[str, object]]:
-    """The ledger without what differs between two runs of the same plan (open record, clock readings, hashes)."""
-    records, problems = read_records(session.ledger_path)
-    assert not problems
-    return [(r.type, _untimed(r.body)) for r in records if r.type != "open"]
-
-
-def _run(make_session, **parallel):
+def _run(make_session, ledger_content, **parallel):
     s = make_session(epsilon=10.0, seed=12, protected=PLUGIN.protected, public=PLUGIN.public)
     out = tune(s, {**CONFIG, **parallel}).public
     s.close()
     report = verify_bundle(s.run_dir, allow_not_for_release=True)
     assert report.valid, report.reasons
     out.pop("wall_time_s")
-    return out, _ledger(s)
+    return out, ledger_content(s.ledger_path)
 
 
 def _ranked(ledger):
@@ -76,19 +60,19 @@ def _ranked(ledger):
     return out
 
 
-def test_one_worker_writes_the_ledger_of_the_sequential_loop(make_session):
+def test_one_worker_writes_the_ledger_of_the_sequential_loop(make_session, ledger_content):
     """Attack: a driver that charged in another order, labelled the events otherwise, drew the seeds in another
     order or recorded differently would change the frozen ledger or the selected model."""
-    out, ledger = _run(make_session)
+    out, ledger = _run(make_session, ledger_content)
     assert canonical.sha256_hex(canonical.encode(ledger)) == FROZEN_LEDGER_SHA256
     assert out["model_sha256"] == FROZEN_MODEL_SHA256 and out["charges"] == 3
 
 
-def test_two_workers_train_the_same_models_and_write_the_same_records(make_session):
+def test_two_workers_train_the_same_models_and_write_the_same_records(make_session, ledger_content):
     """Attack: workers that drew their own seeds, a driver that recorded by arrival order or lost a candidate's
     record would change the models, the scores or a record."""
-    sequential, ledger = _run(make_session, workers=1)
-    parallel, parallel_ledger = _run(make_session, workers=2)
+    sequential, ledger = _run(make_session, ledger_content, workers=1)
+    parallel, parallel_ledger = _run(make_session, ledger_content, workers=2)
     assert parallel == sequential
     ranked, parallel_ranked = _ranked(ledger), _ranked(parallel_ledger)
     assert parallel_ranked == ranked  # the same records of each type, in candidate order
@@ -97,7 +81,7 @@ def test_two_workers_train_the_same_models_and_write_the_same_records(make_sessi
     assert kinds[:first_release].count("charge") == 3  # the grid was charged before it was dispatched
     assert [kind for kind, _ in ledger].index("release") < [i for i, (k, _) in enumerate(ledger) if k == "charge"][1]
     if importlib.util.find_spec("ray") is not None:  # the optional Ray extra: a local Ray gives the same run
-        on_ray, ray_ledger = _run(make_session, workers=2, ray_address="local")
+        on_ray, ray_ledger = _run(make_session, ledger_content, workers=2, ray_address="local")
         assert on_ray == sequential and ray_ledger == parallel_ledger
 
 

@@ -23,45 +23,28 @@ CONFIG = {**PLUGIN.smoke_config, "train_rows": 600, "test_rows": 200}
 K = 4
 
 
-def _untimed(value):
-    """``value`` without its clock readings (keys ending in ``_at``)."""
-    if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if not k.endswith("_at")}
-    if isinstance(value, list):
-        return [_untimed(v) for v in value]
-    return value
-
-
-def _ledger(session) -> list[tuple[str, object]]:
-    """The ledger's content without what differs between two runs of the same plan: the open record (run id,
-    name, clock, code version), record times, clock readings and hashes."""
-    records, problems = read_records(session.ledger_path)
-    assert not problems
-    return [(r.type, _untimed(r.body)) for r in records if r.type != "open"]
-
-
-def _run(make_session, monkeypatch, **parallel):
+def _run(make_session, monkeypatch, ledger_content, **parallel):
     monkeypatch.setattr("dpaudit.session.sample_repetitions", lambda *a: K)
     s = make_session(epsilon=10.0, seed=12)
     outcome = tune(s, {**CONFIG, **parallel})
     s.close()
     report = verify_bundle(s.run_dir, allow_not_for_release=True)
     assert report.valid, report.reasons
-    return outcome, _ledger(s)
+    return outcome, ledger_content(s.ledger_path)
 
 
-def test_sequential_and_parallel_runs_are_identical(make_session, monkeypatch):
+def test_sequential_and_parallel_runs_are_identical(make_session, monkeypatch, ledger_content):
     """Attack: a parallel path that drew a repetition's seeds in another order, let a worker draw its own, or
     selected by arrival order would change the scores, the selection or the ledger; none may differ."""
-    sequential, ledger = _run(make_session, monkeypatch)
-    parallel, parallel_ledger = _run(make_session, monkeypatch, workers=2)
+    sequential, ledger = _run(make_session, monkeypatch, ledger_content)
+    parallel, parallel_ledger = _run(make_session, monkeypatch, ledger_content, workers=2)
     assert parallel.repetitions == sequential.repetitions == K
     assert parallel.validation_scores == sequential.validation_scores
     assert len({index for index, _ in sequential.validation_scores}) > 1  # both candidates were tried
     assert parallel.public == sequential.public and parallel.public["model_sha256"]
     assert parallel_ledger == ledger
     if "ray" in sys.modules or _has_ray():
-        on_ray, ray_ledger = _run(make_session, monkeypatch, workers=2, ray_address="local")
+        on_ray, ray_ledger = _run(make_session, monkeypatch, ledger_content, workers=2, ray_address="local")
         assert on_ray.validation_scores == sequential.validation_scores and on_ray.public == sequential.public
         assert ray_ledger == ledger
 
