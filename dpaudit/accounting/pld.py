@@ -115,6 +115,9 @@ SPECTRA_KEPT = 8
 #: Δ_γ + 1 outputs between the two centres (about 110 bytes and 1 µs each), so a hostile or extreme ledger could
 #: otherwise make the PLD (and ``dpaudit verify``'s recomputation) allocate gigabytes; the other accountants take it.
 MAX_LAPLACE_SENSITIVITY = 2**22
+#: Largest ε of a generic pure or (ε, δ) leaf: dp_accounting builds its PLD from exp(ε), which overflows a float
+#: beyond ln(float max) ≈ 709.78 (an OverflowError that would end a session's close); the other accountants take it.
+MAX_GENERIC_EPSILON = 700.0
 
 
 def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True) -> str | None:
@@ -129,6 +132,10 @@ def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True) ->
         if isinstance(spec, PureSpec) and spec.laplace_sensitivity > MAX_LAPLACE_SENSITIVITY:
             return (f"a discrete Laplace leaf of grid sensitivity {spec.laplace_sensitivity} is above "
                     f"MAX_LAPLACE_SENSITIVITY = {MAX_LAPLACE_SENSITIVITY} (its PLD enumerates every grid unit)")
+        if (isinstance(spec, ApproximateSpec) or (isinstance(spec, PureSpec) and spec.laplace_parameter is None)) \
+                and not spec.epsilon <= MAX_GENERIC_EPSILON:
+            return (f"a generic leaf of epsilon {spec.epsilon:g} is above MAX_GENERIC_EPSILON = "
+                    f"{MAX_GENERIC_EPSILON:g} (dp_accounting's PLD computes exp(epsilon))")
         if isinstance(spec, ApproximateSpec) and not pessimistic:
             return "a generic (epsilon, delta) leaf has no exact PLD, so no optimistic (lower) estimate"
         if not isinstance(spec, (PureSpec, DiscreteGaussianSpec, ApproximateSpec, PoissonGaussianSpec)):

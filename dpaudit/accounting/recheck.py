@@ -188,8 +188,9 @@ def _dpa_curve(spec: LeafSpec, orders: list[float]) -> np.ndarray:
         return _dpa_repeat_and_select(spec, orders)
     if isinstance(spec, PureSpec):
         acc = dp_accounting.rdp.RdpAccountant(orders, relation.REPLACE_ONE)
-        acc.compose(dp_accounting.RandomizedResponseDpEvent(noise_parameter=2.0 / (1.0 + math.exp(spec.epsilon)),
-                                                            num_buckets=2))
+        # 2 / (1 + e^ε), written so that e^ε cannot overflow (an ε beyond 709.78 is a legal if absurd charge)
+        acc.compose(dp_accounting.RandomizedResponseDpEvent(
+            noise_parameter=2.0 * math.exp(-spec.epsilon) / (1.0 + math.exp(-spec.epsilon)), num_buckets=2))
         curve = acc.rdp
         if spec.bounded_range:
             zcdp = dp_accounting.rdp.RdpAccountant(orders)

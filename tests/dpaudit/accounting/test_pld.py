@@ -12,7 +12,7 @@ import pytest
 from dpaudit.accounting import BasicComposition, PldAccountant, RdpAccountant, get_accountant
 from dpaudit.accounting import pld as pld_module
 from dpaudit.accounting.base import DeltaUnreachable, OutsideControlledRegime
-from dpaudit.accounting.charges import PureSpec, tally
+from dpaudit.accounting.charges import ApproximateSpec, PureSpec, tally
 from dpaudit.accounting.pld import FIRST_LOSSES, HockeyStick, epsilon_from_pld, self_composed
 from dpaudit.accounting.recheck import recheck
 from dpaudit.budget import BudgetFilter
@@ -438,3 +438,31 @@ def test_a_discrete_laplace_leaf_too_fine_to_enumerate_is_unsupported_by_name() 
     with pytest.raises(UnsupportedEvent, match="MAX_LAPLACE_SENSITIVITY"):
         PldAccountant().epsilon_of_tally({above: 3}, 1e-6)
     assert get_accountant("tightest").epsilon_of_tally({above: 3}, 1e-6) == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("generic", [PureSpec(710.0), ApproximateSpec(710.0, 1e-9)])
+def test_a_generic_leaf_whose_exp_epsilon_overflows_is_unsupported_by_name(generic) -> None:
+    """dp_accounting builds a generic leaf's PLD from exp(ε), which overflows beyond ε ≈ 709.78: the PLD refuses such
+    a leaf by name (it ended a session's close with an OverflowError) and the tightest accountant composes it with
+    the others; at the limit the leaf is still the PLD's."""
+    at = PureSpec(pld_module.MAX_GENERIC_EPSILON)
+    assert pld_module.unsupported_reason({at: 2}) is None
+    with pytest.raises(UnsupportedEvent, match="MAX_GENERIC_EPSILON"):
+        PldAccountant().epsilon_of_tally({generic: 2}, 1e-6)
+    assert get_accountant("tightest").epsilon_of_tally({generic: 2}, 1e-6) == pytest.approx(2 * generic.epsilon)
+
+
+def test_a_session_of_two_huge_epsilon_releases_closes_and_verifies(tmp_path) -> None:
+    """Two exponential-mechanism releases of ε = 710 in a session accounted by the tightest accountant: admitted,
+    and the close certifies 1420 (basic composition) instead of crashing in the PLD."""
+    from dpaudit import Session
+    from dpaudit.mechanisms.randomness import SeededRandom
+    from dpaudit.trust import KeyTrust
+    from dpaudit.verify import verify_bundle
+
+    with Session(epsilon=5000, delta=1e-6, rng=SeededRandom(0), mirror=False, store=tmp_path) as session:
+        for _ in range(2):
+            session.exponential([1.0, 2.0, 3.0], 1.0, 710.0)
+    report = verify_bundle(session.run_dir, allow_not_for_release=True, trust=KeyTrust.default(tmp_path))
+    assert report.valid, report.reasons
+    assert report.claim["epsilon"] == pytest.approx(1420.0)
