@@ -140,19 +140,23 @@ def propose(method: str, models: ModelListGP, obs: Observations, reference: np.n
             sampler=SobolQMCNormalSampler(sample_shape=torch.Size([settings.mc_samples]), seed=seed),
             prune_baseline=True)
     bounds = torch.stack([torch.zeros(d, dtype=DTYPE), torch.ones(d, dtype=DTYPE)])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    fell_back = False
+    with warnings.catch_warnings():  # the filters and the display hook as they were, restored on exit
+        warnings.filterwarnings("always", category=BadInitialCandidatesWarning)
+        passed_on = warnings.showwarning
+
+        def note_fallback(message, category, filename, lineno, file=None, line=None) -> None:
+            nonlocal fell_back
+            if issubclass(category, BadInitialCandidatesWarning):
+                fell_back = True  # consumed: it is the trial's phase now
+            else:  # any other warning reaches the caller's handler through the caller's own filters
+                passed_on(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = note_fallback
         candidate, _ = optimize_acqf(acquisition, bounds=bounds, q=q, num_restarts=settings.restarts,
                                      raw_samples=settings.raw_samples,
                                      options={"maxiter": settings.acquisition_maxiter, "seed": seed},
                                      retry_on_optimization_warning=False)
-    fell_back = False
-    for caught_warning in caught:  # every other warning passes on unchanged
-        if issubclass(caught_warning.category, BadInitialCandidatesWarning):
-            fell_back = True
-        else:
-            warnings.warn_explicit(caught_warning.message, caught_warning.category, caught_warning.filename,
-                                   caught_warning.lineno, source=caught_warning.source)
     point = candidate.detach().numpy()
     return (point.reshape(d) if q == 1 else point.reshape(q, d)), fell_back
 

@@ -21,7 +21,7 @@ from dpaudit_plugins.dpareto.trials import Trial
 
 from .charging_task import LaplaceTask
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore:Unable to find non-zero")
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 ADULT_RANDOM = {"task": {"name": "adult-logreg-sgd", "replications": 2, "rows": 600}, "method": "random",
                 "n_trials": 3, "front": "private", "evaluation_epsilon": 0.5}

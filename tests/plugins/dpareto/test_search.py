@@ -67,3 +67,24 @@ def test_hvpoi_beats_its_flipped_acquisition(seed, monkeypatch):
     monkeypatch.setattr(search, "HypervolumePoI", Flipped)
     broken = _final_hypervolume(seed)
     assert working > broken
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_each_bo_trial_carries_the_kind_of_its_own_proposal(batch, monkeypatch):
+    """A BO trial's phase is the kind of its own proposal, in order, also inside a kriging-believer batch: with a
+    ``propose`` that reports a fallback on every other call, the BO phases alternate. A wiring that flags no trial,
+    every trial, or a batch as a whole fails."""
+    real, calls = search.propose, []
+
+    def alternating(*args, **kwargs):
+        point, _ = real(*args, **kwargs)
+        calls.append(point)
+        return point, len(calls) % 2 == 1
+
+    monkeypatch.setattr(search, "propose", alternating)
+    trials: list[Trial] = []
+    search.bayesian_optimisation(TASK.domain, "hvpoi", SETTINGS, REFERENCE, _evaluate_on_oracles(trials), 0,
+                                 batch=batch)
+    assert len(calls) == SETTINGS.n_iterations
+    assert [t.phase for t in trials[SETTINGS.n_initial:]] == [
+        search.FALLBACK_PHASE if i % 2 == 0 else "bo" for i in range(SETTINGS.n_iterations)]
