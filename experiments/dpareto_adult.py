@@ -59,6 +59,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds-from", type=int, default=0,
+                        help="plan only seeds from this one on (to share one task's seeds among processes)")
     parser.add_argument("--n-initial", type=int, default=16)
     parser.add_argument("--n-iterations", type=int, default=256)
     parser.add_argument("--replications", type=int, default=10)
@@ -107,7 +109,7 @@ def plans(args: argparse.Namespace, name: str) -> list[tuple[str, int, dict]]:
     task = {"name": name, "replications": args.replications, **({"rows": args.rows} if args.rows else {})}
     evaluations = args.n_initial + args.n_iterations
     out = []
-    for seed in range(args.seeds):
+    for seed in range(args.seeds_from, args.seeds):
         out.append(("bo-hvpoi", seed, {"task": task, "method": "hvpoi", "n_initial": args.n_initial,
                                        "n_iterations": args.n_iterations, "raw_samples": args.raw_samples,
                                        "restarts": 1}))
@@ -194,6 +196,7 @@ def write(out: Path, args: argparse.Namespace, runs: list[dict], unplanned: int 
         writer.writeheader()
         writer.writerows(rows)
     command = " ".join(["experiments/dpareto_adult.py", "--jobs", str(args.jobs), "--seeds", str(args.seeds),
+                        *(["--seeds-from", str(args.seeds_from)] if args.seeds_from else []),
                         "--n-initial", str(args.n_initial), "--name", args.name,
                         "--n-iterations", str(args.n_iterations), "--replications", str(args.replications),
                         *(["--rows", str(args.rows)] if args.rows else []), "--raw-samples", str(args.raw_samples),
