@@ -43,9 +43,12 @@ mechanism really produces, so the true ε of the accounted model is at least wha
 
 Size: each leaf's array (one entry per grid step of its loss support; the discrete Laplace also enumerates its Δ − 1
 middle outputs) is sized before it is built and refused above :data:`MAX_LEAF_POINTS` with an
-:class:`~dpaudit.errors.AccountingError` naming the leaf (docs/accounting.md, "Size limit"): a hostile or extreme
-ledger cannot make the verifier allocate gigabytes, and the leaf is not quietly left out (which would check the claim
-against a weaker bound); a 1-D discrete Gaussian above the limit is left out (:func:`discrete_gaussian_pmf`).
+:class:`~dpaudit.errors.AccountingError` naming the leaf (docs/accounting.md, "Size limit"), and so is every
+convolution step's result above :data:`MAX_COMPOSED_POINTS` (a huge count): a hostile or extreme ledger cannot make
+the verifier die with a MemoryError (a step peaks near 0.8 GB at the limit, about 1.5 GB with its inputs held), and
+the leaf is not quietly left out (which would check the claim against a weaker bound). Where only the default grid is
+too fine for a randomized-response or discrete Laplace span, the grid is coarsened instead (:func:`fitting_interval`:
+still a lower bound, step 1). A 1-D discrete Gaussian above the limit is left out (:func:`discrete_gaussian_pmf`).
 """
 
 from __future__ import annotations
@@ -85,6 +88,11 @@ GAUSSIAN_SPAN = 40.0
 #: raises :class:`~dpaudit.errors.AccountingError` naming this limit (the verifier then reports the lower bound as
 #: not computed), except a discrete Gaussian, which is left out (a sub-composition still gives a lower bound).
 MAX_LEAF_POINTS = 20_000_000
+#: Largest array one convolution step may produce (:func:`_convolve`, sized before its transforms are allocated, about
+#: 48 bytes a point at the peak: 0.8 GB at the limit); a larger step raises :class:`~dpaudit.errors.AccountingError`
+#: naming this limit. The composed law of k applications of a leaf spans up to k times the leaf's (less the tails the
+#: error bound trims), so a huge count is refused here instead of failing with a MemoryError.
+MAX_COMPOSED_POINTS = 2**24
 #: Newton steps on the tilt λ (each a full composition at a coarse grid).
 TILT_ITERATIONS = 6
 #: Grid used while searching for the tilt.
@@ -121,6 +129,8 @@ class LowerBound:
         interval: the loss grid h used.
         tilt: the exponential tilt λ used.
         modelled: number of applications modelled; ``left_out`` of the tally were left out (sub-composition).
+        coarsened: the default grid was coarsened so that every leaf's span fits :data:`MAX_LEAF_POINTS`
+            (:func:`fitting_interval`).
     """
 
     epsilon: float
@@ -129,6 +139,7 @@ class LowerBound:
     tilt: float
     modelled: int
     left_out: int
+    coarsened: bool = False
 
 
 def _log_diff_ndtr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -149,9 +160,15 @@ def _check_points(points: float, what: str) -> None:
     Raises:
         AccountingError: ``points`` is above the limit or not finite.
     """
-    if not points <= MAX_LEAF_POINTS:
+    _refuse_above(points, what, "MAX_LEAF_POINTS", MAX_LEAF_POINTS)
+
+
+def _refuse_above(points: float, what: str, name: str, limit: int) -> None:
+    """Raise :class:`~dpaudit.errors.AccountingError` naming the limit ``name`` = ``limit`` unless ``points`` is at
+    most ``limit`` (a NaN or infinite size is above it)."""
+    if not points <= limit:
         raise AccountingError(f"hockey-stick lower bound not computed: {what} needs {points:.4g} points, more than "
-                              f"MAX_LEAF_POINTS = {MAX_LEAF_POINTS}")
+                              f"{name} = {limit}")
 
 
 def _mixture_inverse(y: np.ndarray, q: float, sigma: float) -> np.ndarray:
@@ -349,8 +366,14 @@ def _norm(w: np.ndarray) -> float:
 
 
 def _convolve(a: _Tilted, b: _Tilted) -> _Tilted:
-    """Lower bound on the convolution: FFT result minus its certified error, clipped at 0, trimmed, rescaled."""
+    """Lower bound on the convolution: FFT result minus its certified error, clipped at 0, trimmed, rescaled.
+
+    Raises:
+        AccountingError: the result would have more than :data:`MAX_COMPOSED_POINTS` entries (checked first).
+    """
     n = len(a.w) + len(b.w) - 1
+    _refuse_above(float(n), f"a composed law of {len(a.w)} + {len(b.w)} - 1 grid points", "MAX_COMPOSED_POINTS",
+                  MAX_COMPOSED_POINTS)
     if min(len(a.w), len(b.w)) <= 64:
         out = np.convolve(a.w, b.w)  # direct sums of non-negative products: relative error ≤ n·u, covered below
         bound = 2.0 * n * np.finfo(float).eps * out
@@ -535,6 +558,22 @@ def default_interval(applications: int) -> float:
     return min(MAX_INTERVAL, max(MIN_INTERVAL, BIAS_TARGET / max(applications, 1)))
 
 
+def fitting_interval(counts: dict[LeafSpec, int], interval: float) -> float:
+    """``interval``, or the finest coarser grid on which the span 2w/h + 2 of every randomized-response (w = ε) and
+    discrete Laplace (w = aΔ) leaf fits :data:`MAX_LEAF_POINTS`.
+
+    Rounding every loss down to a coarser grid is still rounding down, so the bound stays a lower bound (module
+    docstring, step 1); it only loosens, by at most h per application. A span that is not finite is left to the
+    leaf's own check (which refuses it), as are the subsampled Gaussians (their span depends on the tilt).
+    """
+    widths = [spec.epsilon if not isinstance(spec, PureSpec) or spec.laplace_parameter is None
+              else spec.laplace_parameter * spec.laplace_sensitivity
+              for spec in counts if isinstance(spec, (ApproximateSpec, PureSpec))]
+    # 2w/h + 2 ≤ MAX_LEAF_POINTS at h = 2w/(MAX_LEAF_POINTS − 4): two points of room for the division's rounding
+    needed = max((2.0 * w / (MAX_LEAF_POINTS - 4) for w in widths if math.isfinite(w)), default=0.0)
+    return max(interval, needed)
+
+
 def epsilon_lower_bound(counts: dict[LeafSpec, int], delta: float, interval: float | None = None,
                         tilt: float | None = None) -> LowerBound:
     """A lower bound on ε at ``delta`` of the composition ``counts`` (module docstring).
@@ -544,12 +583,15 @@ def epsilon_lower_bound(counts: dict[LeafSpec, int], delta: float, interval: flo
         delta: δ in (0, 1).
         interval: the loss grid h; the rounding costs at most h·(applications). None: the grid aligned with the
             atoms where the modelled part is one discrete Laplace or randomized-response spec (:func:`lattice_of`),
-            else :func:`default_interval`.
+            else :func:`default_interval`, coarsened where a leaf's span would not fit :data:`MAX_LEAF_POINTS`
+            (:func:`fitting_interval`).
         tilt: the exponential tilt λ ≥ 0; None: found by Newton steps at a coarse grid.
 
     Raises:
         InvalidParameter: δ outside (0, 1), a non-positive interval or a negative tilt.
-        AccountingError: the composition lost its mass to rounding (grid far too coarse or fine for the regime).
+        AccountingError: the composition lost its mass to rounding (grid far too coarse or fine for the regime), or
+            an array would exceed :data:`MAX_LEAF_POINTS` (a discrete Laplace's Δ, a subsampled Gaussian's span) or
+            :data:`MAX_COMPOSED_POINTS` (a convolution step).
     """
     if not 0 < delta < 1:
         raise InvalidParameter(f"delta must be in (0, 1), got {delta!r}")
@@ -560,21 +602,24 @@ def epsilon_lower_bound(counts: dict[LeafSpec, int], delta: float, interval: flo
     if lattice is not None:
         found = _lattice_bound(lattice, delta, tilt)
         return replace(found, left_out=sum(counts.values()) - lattice.applications)
+    coarsened = False
     if interval is None:
-        interval = default_interval(sum(modelled_counts.values()))
+        default = default_interval(sum(modelled_counts.values()))
+        interval = fitting_interval(modelled_counts, default)
+        coarsened = interval > default
     if not interval > 0:
         raise InvalidParameter(f"interval must be positive, got {interval!r}")
     left_out = sum(counts.values()) - sum(modelled_counts.values())
-    best = LowerBound(0.0, delta, interval, 0.0, sum(modelled_counts.values()), left_out)
+    best = LowerBound(0.0, delta, interval, 0.0, sum(modelled_counts.values()), left_out, coarsened)
     # only the subsampled Gaussians have two directions; for every other leaf both are one law (:func:`leaf_pmfs`),
     # so the second direction would repeat the first computation exactly
     two_way = any(isinstance(s, (PoissonGaussianSpec, WorGaussianSpec)) for s in modelled_counts)
     for direction in ((0, 1) if two_way else (0,) if modelled_counts else ()):
-        coarse = min(COARSE_INTERVAL, 10.0 * interval)
+        coarse = max(interval, min(COARSE_INTERVAL, 10.0 * interval))  # never finer than the (fitting) grid
         lam = _find_tilt(partial(_direction_items, modelled_counts, coarse, direction=direction), delta, coarse) \
             if tilt is None else tilt
         composed, infinity = _compose(_direction_items(modelled_counts, interval, lam, direction), interval, lam)
         eps = _epsilon_of(composed, infinity, interval, lam, delta)
         if eps > best.epsilon:
-            best = LowerBound(eps, delta, interval, lam, best.modelled, left_out)
+            best = replace(best, epsilon=eps, tilt=lam)
     return best

@@ -22,6 +22,10 @@ Leaves modelled (``dp_accounting.pld.privacy_loss_distribution``):
   is read at δ_t = δ(1 − 10⁻⁶) and the accountant checks T(1 + e^ε) ≤ 10⁻⁶·δ.
 * Multi-dimensional discrete Gaussian (the 1-D PLD does not cover an L2 ball in d > 1), sampling without
   replacement (no PLD in dp_accounting 0.6) and repeat-and-select (its bounds are RDP statements): unsupported.
+* A leaf whose PLD would be too large to build (:func:`leaf_size_reason`, sized from its parameters: a discrete
+  Laplace's Δ, a discrete Gaussian's support, a subsampled Gaussian's connect-the-dots points, any leaf's loss span)
+  or whose ε overflows exp (:data:`MAX_GENERIC_EPSILON`): unsupported, so the tightest accountant takes it with its
+  other members (docs/accounting.md, "Size limit").
 
 Regime (docs/accounting.md, "Regime"): the FFT composition's rounding error in δ(ε) is estimated
 (:func:`fft_noise`); ε is read at δ less ten times the estimate, and the accountant refuses
@@ -72,7 +76,7 @@ from dataclasses import dataclass
 
 import dp_accounting
 import numpy as np
-from dp_accounting.pld import pld_pmf
+from dp_accounting.pld import pld_pmf, privacy_loss_mechanism
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import fft as sp_fft
 from scipy import signal
@@ -118,10 +122,70 @@ MAX_LAPLACE_SENSITIVITY = 2**22
 #: Largest ε of a generic pure or (ε, δ) leaf: dp_accounting builds its PLD from exp(ε), which overflows a float
 #: beyond ln(float max) ≈ 709.78 (an OverflowError that would end a session's close); the other accountants take it.
 MAX_GENERIC_EPSILON = 700.0
+#: Largest noise support of a 1-D discrete Gaussian leaf: dp_accounting truncates it at T = ⌈11.6σ⌉ and enumerates the
+#: 2T + 1 outputs (arrays, then a Python loop over them: σ = 1.8·10⁵, 4.2·10⁶ outputs, took 5.3 s and 0.55 GB; σ =
+#: 10¹⁰ asked for 1.74 TiB); the other accountants take it.
+MAX_DISCRETE_GAUSSIAN_SUPPORT = 2**22
+#: Largest loss span of a leaf, in grid points of the finest grid (the dense array it becomes in a composition, 8
+#: bytes a point: 64 MiB at the limit; a generic leaf of ε ≤ MAX_GENERIC_EPSILON spans at most 7·10⁶).
+MAX_LOSS_POINTS = 2**23
+#: Largest number of loss grid points of one direction of a Poisson-subsampled Gaussian leaf: the connect-the-dots
+#: builder evaluates δ at each (measured on the shared 2-core machine, q = 0.5: σ = 0.1, 7.4·10⁵ points, 5 s; σ = 0.07,
+#: 1.2·10⁶ points, 9.5 s and 377 MB; σ = 0.03, 4.4·10⁶ points, 43 s and 1 GB); the other accountants take it.
+MAX_CONNECT_DOTS_POINTS = 2**20
 
 
-def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True) -> str | None:
-    """Why the PLD cannot bound this tally (None if it can); the optimistic estimate needs exact leaf PLDs."""
+def leaf_size_reason(spec: LeafSpec, interval: float | None = None) -> str | None:
+    """Why one leaf's PLD is too large to build on the grid ``interval`` (None: the finest of :data:`FOLDS`), or
+    None if it is not, from its parameters alone, before anything is allocated: a discrete Gaussian's enumerated
+    support 2⌈11.6σ⌉ + 2, a subsampled Gaussian's grid points (its loss range as dp_accounting's own tail bounds give
+    it, per direction: the connect-the-dots builder and the optimistic privacy-buckets one both walk it), and every
+    leaf's loss span w (discrete Gaussian Δ(2T + Δ)/σ², discrete Laplace 2aΔ) as w/h + 3 grid points (the two ends
+    rounded outwards, plus one). A non-finite size counts as above the limit."""
+    if interval is None:
+        interval = min(i for scheme in FOLDS.values() for i in scheme.intervals)
+    span, what = None, ""
+    if isinstance(spec, DiscreteGaussianSpec):
+        reach = math.ceil(11.6 * spec.sigma) if math.isfinite(spec.sigma) else math.inf
+        if not 2.0 * reach + 2.0 <= MAX_DISCRETE_GAUSSIAN_SUPPORT:
+            return (f"a discrete Gaussian leaf of sigma {spec.sigma:g} grid units enumerates {2.0 * reach + 2.0:.4g} "
+                    f"outputs, above MAX_DISCRETE_GAUSSIAN_SUPPORT = {MAX_DISCRETE_GAUSSIAN_SUPPORT}")
+        if spec.sensitivity > 2.0 * reach:  # dp_accounting raises a ValueError for such a truncation
+            return (f"a discrete Gaussian leaf of sensitivity {spec.sensitivity:g} beyond twice its truncation "
+                    f"bound {reach} (dp_accounting's PLD truncates the noise at 11.6 sigma)")
+        span, what = spec.sensitivity * (2.0 * reach + spec.sensitivity) / spec.sigma**2, "discrete Gaussian"
+    elif isinstance(spec, PureSpec) and spec.laplace_parameter is not None:
+        span, what = 2.0 * spec.laplace_parameter * spec.laplace_sensitivity, "discrete Laplace"
+    elif isinstance(spec, PoissonGaussianSpec):
+        span = max(_connect_dots_span(spec, adjacency) for adjacency in ("ADD", "REMOVE"))
+        if not span / interval + 3.0 <= MAX_CONNECT_DOTS_POINTS:
+            return (f"a subsampled Gaussian leaf (q = {spec.sample_rate:g}, sigma = {spec.noise_multiplier:g}) needs "
+                    f"{span / interval + 3.0:.4g} connect-the-dots points, above MAX_CONNECT_DOTS_POINTS = "
+                    f"{MAX_CONNECT_DOTS_POINTS}")
+    if span is not None and not span / interval + 3.0 <= MAX_LOSS_POINTS:
+        return (f"a {what} leaf spans {span / interval + 3.0:.4g} loss grid points, above "
+                f"MAX_LOSS_POINTS = {MAX_LOSS_POINTS}")
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _connect_dots_span(spec: PoissonGaussianSpec, adjacency: str) -> float:
+    """The width of the loss range dp_accounting's connect-the-dots builder covers for one direction of ``spec``
+    (its own tail bounds, computed without building anything: about a millisecond, hence the cache, since the budget
+    filter asks at every admission); inf where it cannot say."""
+    try:
+        bounds = privacy_loss_mechanism.GaussianPrivacyLoss(
+            spec.noise_multiplier, sensitivity=1, sampling_prob=spec.sample_rate,
+            adjacency_type=getattr(privacy_loss_mechanism.AdjacencyType, adjacency)).connect_dots_bounds()
+        return float(bounds.epsilon_upper) - float(bounds.epsilon_lower)
+    except (ValueError, OverflowError, ZeroDivisionError, TypeError):
+        return math.inf
+
+
+def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True, sized: bool = True) -> str | None:
+    """Why the PLD cannot bound this tally (None if it can); the optimistic estimate needs exact leaf PLDs. With
+    ``sized`` False the leaves' sizes on the accountant's grids are not checked (:func:`leaf_size_reason`: a caller
+    that builds on another grid sizes them there)."""
     for spec in counts:
         if isinstance(spec, RepeatSelectSpec):
             return "repeat-and-select has no PLD here (Papernot & Steinke's bounds are RDP; use rdp)"
@@ -140,6 +204,9 @@ def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True) ->
             return "a generic (epsilon, delta) leaf has no exact PLD, so no optimistic (lower) estimate"
         if not isinstance(spec, (PureSpec, DiscreteGaussianSpec, ApproximateSpec, PoissonGaussianSpec)):
             return f"{type(spec).__name__}: dp_accounting has no PLD for sampling without replacement"
+        size = leaf_size_reason(spec) if sized else None
+        if size is not None:
+            return size
     return None
 
 

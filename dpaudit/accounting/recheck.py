@@ -34,9 +34,11 @@ Two checks (docs/accounting.md, "Independent recheck"):
 
 When no independent implementation models the event, check 2 is skipped, ``independent`` is ``"none"``, the
 independent value is 0 (the only lower bound known) and the reason says so. When the independent implementation
-fails (e.g. a leaf whose law would need more than :data:`~dpaudit.accounting.hockey_stick.MAX_LEAF_POINTS` entries),
-``independent`` is ``"failed"``, the recheck is not ok and the reason says why ("NOT RECHECKED"): the claim is
-neither confirmed nor silently checked against a weaker bound.
+fails (e.g. a leaf whose law would need more than :data:`~dpaudit.accounting.hockey_stick.MAX_LEAF_POINTS` entries,
+or a convolution step more than :data:`~dpaudit.accounting.hockey_stick.MAX_COMPOSED_POINTS`), ``independent`` is
+``"failed"``, the recheck is not ok and the reason says why ("NOT RECHECKED"): the claim is neither confirmed nor
+silently checked against a weaker bound. A lower bound of 0 holds for every claim: it passes, and the reason calls it
+UNINFORMATIVE; a lower bound computed on a grid coarsened to fit the leaf limit says so.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from dpaudit.accounting.charges import (
     tally,
 )
 from dpaudit.accounting.hockey_stick import epsilon_lower_bound, models
-from dpaudit.accounting.pld import fold
+from dpaudit.accounting.pld import fold, leaf_size_reason
 from dpaudit.accounting.pld import unsupported_reason as pld_unsupported
 from dpaudit.accounting.prv import history_of, prv_bounds
 from dpaudit.accounting.prv import unsupported_reason as prv_unsupported
@@ -145,17 +147,39 @@ def _pld_vs_lower_bounds(counts: dict[LeafSpec, int], delta: float, claimed: flo
     if rest:
         modelled, total = sum(rest.values()), sum(counts.values())
         scope = ("" if modelled == total else f" of a sub-composition ({modelled} of {total} applications)") + failed
-        found.append((epsilon_lower_bound(rest, delta).epsilon, f"tilted hockey-stick lower bound{scope}"))
+        bound = epsilon_lower_bound(rest, delta)
+        if bound.coarsened:
+            scope += f" (on a grid coarsened to {bound.interval:.3g} so that every leaf fits MAX_LEAF_POINTS)"
+        found.append((bound.epsilon, f"tilted hockey-stick lower bound{scope}"))
     if not found:
         return None
     lower, name = max(found)
     others = "; ".join(f"{n} {v:.9g}" for v, n in found)
-    return _Independent(name, lower, 0.0, claimed >= lower, f"claim {claimed:.9g} vs lower bounds: {others}")
+    return _Independent(name, lower, 0.0, claimed >= lower,
+                        f"claim {claimed:.9g} vs lower bounds: {others}{_uninformative(lower)}")
+
+
+def _uninformative(lower: float) -> str:
+    """A note for a lower bound of 0, which holds for every claim and so checks nothing (the grid or the tilt could
+    not resolve the composition); empty otherwise."""
+    return "; the lower bound is 0, UNINFORMATIVE: only the recomputation checked the claim" if lower <= 0 else ""
 
 
 def _prv_vs_pld(counts: dict[LeafSpec, int], delta: float, claimed: float, ours: float) -> _Independent | None:
-    if pld_unsupported(counts, pessimistic=False) is not None:
+    """dp_accounting's optimistic PLD (a lower bound on ε) on :data:`OPTIMISTIC_INTERVAL`, finer than the PLD
+    accountant's grid, so the leaves are sized on it: a leaf too large there raises (NOT RECHECKED), it is never
+    passed over as unmodelled.
+
+    Raises:
+        AccountingError: a leaf's PLD is too large to build on that grid (:func:`~.pld.leaf_size_reason`).
+    """
+    if pld_unsupported(counts, pessimistic=False, sized=False) is not None:
         return None
+    for spec in counts:
+        too_large = leaf_size_reason(spec, OPTIMISTIC_INTERVAL)
+        if too_large is not None:
+            raise AccountingError(f"dp_accounting's optimistic PLD not computed on the interval "
+                                  f"{OPTIMISTIC_INTERVAL:g}: {too_large}")
     optimistic = fold(None, list(counts.items()), False, OPTIMISTIC_INTERVAL)
     lower = float(optimistic.get_epsilon_for_delta(delta))
     return _Independent(f"dp_accounting PLD optimistic (interval {OPTIMISTIC_INTERVAL:g})", lower, 0.0,
@@ -191,7 +215,9 @@ def _dpa_curve(spec: LeafSpec, orders: list[float]) -> np.ndarray:
         # 2 / (1 + e^ε), written so that e^ε cannot overflow (an ε beyond 709.78 is a legal if absurd charge)
         acc.compose(dp_accounting.RandomizedResponseDpEvent(
             noise_parameter=2.0 * math.exp(-spec.epsilon) / (1.0 + math.exp(-spec.epsilon)), num_buckets=2))
-        curve = acc.rdp
+        # an ε-DP mechanism is (α, ε)-RDP at every order α (Mironov 2017, Prop. 3): the cap is the curve where
+        # e^{−ε} underflows (ε above about 745), making dp_accounting's randomized response of noise 0 infinite
+        curve = np.minimum(acc.rdp, spec.epsilon)
         if spec.bounded_range:
             zcdp = dp_accounting.rdp.RdpAccountant(orders)
             zcdp.compose(dp_accounting.ZCDpEvent(rho=spec.epsilon**2 / 8.0))
@@ -233,7 +259,8 @@ def _rdp_vs_dp_accounting(counts: dict[LeafSpec, int], delta: float, claimed: fl
         ok = ok and claimed >= lower
         name += "; tilted hockey-stick lower bound of the without-replacement part"
         detail += (f"; claim {claimed:.12g} vs lower bound {lower:.12g} of the without-replacement part (the pair "
-                   "of neighbouring data sets that realises it; the RDP curve is dp_accounting's in both)")
+                   "of neighbouring data sets that realises it; the RDP curve is dp_accounting's in both)"
+                   f"{_uninformative(lower)}")
     return _Independent(name, independent, RDP_REL_TOL, ok, detail)
 
 
@@ -259,7 +286,8 @@ def _advanced_vs_fraction(counts: dict[LeafSpec, int], delta: float, claimed: fl
     value = float(basic)
     if delta_prime > 0:
         square = float(sum((e * e * k for e, k in eps), Fraction(0)))
-        mean = math.fsum(k * float(e) * math.expm1(float(e)) / (math.exp(float(e)) + 1.0) for e, k in eps)
+        # ε(e^ε − 1)/(e^ε + 1) = ε·tanh(ε/2): the same number without exp(ε), which overflows beyond ε ≈ 709.78
+        mean = math.fsum(k * float(e) * math.tanh(float(e) / 2.0) for e, k in eps)
         value = min(value, mean + math.sqrt(-2.0 * math.log(float(delta_prime)) * square))
     return _Independent("exact Fraction sums, KOV Thm. 3.5", value, ADVANCED_REL_TOL,
                         claimed >= value * (1.0 - ADVANCED_REL_TOL),

@@ -224,23 +224,75 @@ TOO_LARGE = [
     pytest.param({PureSpec(0.5, laplace_parameter=0.5 / HUGE, laplace_sensitivity=HUGE): 3,
                   PureSpec(0.3, laplace_parameter=0.3 / 1025, laplace_sensitivity=1025): 2},
                  "sensitivity Delta = 1073741824", id="laplace-float-grid"),
-    pytest.param({PureSpec(1e5, laplace_parameter=1e5 / 1025, laplace_sensitivity=1025): 2, UNIT: 1},
-                 "loss a*Delta = 100000", id="laplace-span"),
     pytest.param({PureSpec(1.0, laplace_parameter=1e306, laplace_sensitivity=1000): 2, UNIT: 1},
                  "needs inf points", id="laplace-span-overflows"),
+    pytest.param({PoissonGaussianSpec(0.5, 1e-6): 1}, "a subsampled Gaussian", id="subsampled-gaussian-span"),
+]
+#: Spans that the default grid coarsens to fit (:func:`fitting_interval`); on a grid given explicitly they are refused.
+SPANS = [
+    pytest.param({PureSpec(1e5, laplace_parameter=1e5 / 1025, laplace_sensitivity=1025): 2, UNIT: 1},
+                 "loss a*Delta = 100000", id="laplace-span"),
     pytest.param({ApproximateSpec(1e5, 1e-9): 2, UNIT: 1},
                  "randomized response at epsilon = 100000", id="randomized-response-span"),
-    pytest.param({PoissonGaussianSpec(0.5, 1e-6): 1}, "a subsampled Gaussian", id="subsampled-gaussian-span"),
 ]
 
 
-@pytest.mark.parametrize(("counts", "named"), TOO_LARGE)
-def test_a_leaf_too_large_for_its_arrays_is_refused_naming_the_limit(counts, named) -> None:
+REFUSED = ([pytest.param(*p.values, None, id=p.id) for p in TOO_LARGE]
+           + [pytest.param(*p.values, 1e-3, id=f"{p.id}-on-a-given-grid") for p in SPANS])
+
+
+@pytest.mark.parametrize(("counts", "named", "interval"), REFUSED)
+def test_a_leaf_too_large_for_its_arrays_is_refused_naming_the_limit(counts, named, interval) -> None:
     """Before the limit, the first two built arrays of 2³⁰ entries (MemoryError or gigabytes), the span ones a
-    float grid of 2·10⁸ cells, and an overflowing span reached ``math.floor(inf)`` (OverflowError)."""
+    float grid of 2·10⁸ cells, and an overflowing span reached ``math.floor(inf)`` (OverflowError). The spans are
+    refused on the grid given (10⁻³); the default grid coarsens for them (next test)."""
     with pytest.raises(AccountingError, match="MAX_LEAF_POINTS") as refused:
-        epsilon_lower_bound(counts, 1e-6)
+        epsilon_lower_bound(counts, 1e-6, interval=interval)
     assert "not computed" in str(refused.value) and named in str(refused.value)
+
+
+@pytest.mark.parametrize(("counts", "named"), SPANS)
+def test_a_span_too_wide_for_the_default_grid_is_bounded_on_a_coarser_one(counts, named) -> None:
+    """Two releases of ε = 10⁵ and one (0.3, 10⁻⁷) unit: their span fits MAX_LEAF_POINTS only on a grid of 10⁻²,
+    so the default grid is coarsened to that (it refused them before) and the bound is below the basic sum (an upper
+    bound on ε) and near it."""
+    found = epsilon_lower_bound(counts, 1e-6)
+    assert found.coarsened and found.interval == pytest.approx(2e5 / (MAX_LEAF_POINTS - 4))
+    assert 2e5 - 3 * found.interval <= found.epsilon <= 2e5 + 0.3
+
+
+def _randomized_response_pair(epsilons: tuple[float, ...], counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The exact loss law of independent randomized-response releases (loss ±ε, mass e^ε/(1 + e^ε) on +ε)."""
+    losses, masses = np.zeros(1), np.ones(1)
+    for eps, k in zip(epsilons, counts, strict=True):
+        i = np.arange(k + 1)
+        step = stats.binom.pmf(k - i, k, math.exp(eps) / (1 + math.exp(eps)))
+        losses = np.add.outer(losses, (k - 2 * i) * eps).ravel()
+        masses = np.multiply.outer(masses, step).ravel()
+    return losses, masses
+
+
+def test_a_bound_on_the_coarsened_grid_is_still_below_the_exact_epsilon(monkeypatch) -> None:
+    """Randomized response of ε = 2 (three times) and 0.7 (four times), with the leaf limit set to 500 points: the
+    default grid 10⁻³ would need 4002 points for the ε = 2 leaf, so it is coarsened to 4/496; every loss is still
+    rounded down, so the bound stays at most the exact ε and within the rounding (7 applications × h) of it."""
+    counts = {PureSpec(2.0): 3, PureSpec(0.7): 4}
+    exact = _exact_epsilon(*_randomized_response_pair((2.0, 0.7), (3, 4)), 1e-3)
+    monkeypatch.setattr(hockey_stick, "MAX_LEAF_POINTS", 500)
+    found = epsilon_lower_bound(counts, 1e-3)
+    assert found.coarsened and found.interval == pytest.approx(4.0 / 496)
+    assert exact - 7 * found.interval - 1e-9 <= found.epsilon <= exact
+
+
+def test_a_count_whose_composed_law_is_too_large_is_refused_naming_the_limit(monkeypatch) -> None:
+    """10⁵ randomized-response releases of (1, 10⁻¹²) and one pure release: the composed law on the float grid grows
+    by squaring to 2.3·10⁷ points (a MemoryError after 27 s before the limit). With the composed limit set to 10⁴ the
+    same refusal comes at a thousand releases, by name, before the step's arrays are allocated."""
+    monkeypatch.setattr(hockey_stick, "MAX_COMPOSED_POINTS", 10_000)
+    with pytest.raises(AccountingError, match="MAX_COMPOSED_POINTS = 10000") as refused:
+        epsilon_lower_bound({ApproximateSpec(1.0, 1e-12): 1000, PureSpec(0.5): 1}, 1e-6)
+    assert "not computed" in str(refused.value)
+    assert epsilon_lower_bound({ApproximateSpec(1.0, 1e-12): 3, PureSpec(0.5): 1}, 1e-6).epsilon > 3.0
 
 
 def test_the_limit_refuses_only_what_it_must_and_leaves_computed_bounds_unchanged(monkeypatch) -> None:

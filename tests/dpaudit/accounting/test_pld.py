@@ -12,7 +12,7 @@ import pytest
 from dpaudit.accounting import BasicComposition, PldAccountant, RdpAccountant, get_accountant
 from dpaudit.accounting import pld as pld_module
 from dpaudit.accounting.base import DeltaUnreachable, OutsideControlledRegime
-from dpaudit.accounting.charges import ApproximateSpec, PureSpec, tally
+from dpaudit.accounting.charges import ApproximateSpec, DiscreteGaussianSpec, PoissonGaussianSpec, PureSpec, tally
 from dpaudit.accounting.pld import FIRST_LOSSES, HockeyStick, epsilon_from_pld, self_composed
 from dpaudit.accounting.recheck import recheck
 from dpaudit.budget import BudgetFilter
@@ -466,3 +466,54 @@ def test_a_session_of_two_huge_epsilon_releases_closes_and_verifies(tmp_path) ->
     report = verify_bundle(session.run_dir, allow_not_for_release=True, trust=KeyTrust.default(tmp_path))
     assert report.valid, report.reasons
     assert report.claim["epsilon"] == pytest.approx(1420.0)
+
+
+# --- a Gaussian leaf too large to build is unsupported by name, sized from its parameters before any allocation ------
+
+GAUSSIANS_TOO_LARGE = [
+    pytest.param(DiscreteGaussianSpec(1.03e10, 2.0**30, 1, 0.5, 1e-7), "MAX_DISCRETE_GAUSSIAN_SUPPORT = 4194304",
+                 id="discrete-gaussian-support"),
+    pytest.param(DiscreteGaussianSpec(0.1, 4.0, 1, 0.5, 1e-7), "MAX_LOSS_POINTS = 8388608",
+                 id="discrete-gaussian-loss-span"),
+    pytest.param(DiscreteGaussianSpec(1.0, 30.0, 1, 0.5, 1e-7), "beyond twice its truncation bound 12",
+                 id="discrete-gaussian-beyond-truncation"),
+    pytest.param(PoissonGaussianSpec(0.5, 0.03), "MAX_CONNECT_DOTS_POINTS = 1048576", id="subsampled-gaussian"),
+    pytest.param(PureSpec(900.0, laplace_parameter=0.9, laplace_sensitivity=1000), "MAX_LOSS_POINTS = 8388608",
+                 id="discrete-laplace-loss-span"),
+]
+
+
+@pytest.mark.parametrize(("spec", "named"), GAUSSIANS_TOO_LARGE)
+def test_a_leaf_too_large_to_build_is_unsupported_by_name_and_the_others_take_it(spec, named) -> None:
+    """Before the limits: σ = 1.03·10¹⁰ grid units asked for 1.74 TiB, σ = 0.03 took 43 s and 1 GB, Δ beyond the
+    truncation raised dp_accounting's ValueError. Now the PLD refuses each by name and the tightest accountant
+    certifies with its other members."""
+    assert named in pld_module.unsupported_reason({spec: 2})
+    with pytest.raises(UnsupportedEvent, match=named.split(" = ")[0]):
+        PldAccountant().epsilon_of_tally({spec: 2}, 1e-6)
+    assert math.isfinite(get_accountant("tightest").epsilon_of_tally({spec: 2}, 1e-6))
+
+
+def test_the_size_estimates_are_what_dp_accounting_builds() -> None:
+    """The connect-the-dots estimate is the subsampled Gaussian's PMF length to two points, and the discrete
+    Gaussian's loss span bounds its dense PMF: the limits refuse by the arrays dp_accounting would build."""
+    interval = pld_module.VALUE_DISCRETIZATION_INTERVAL
+    for spec in (PoissonGaussianSpec(0.5, 0.5), PoissonGaussianSpec(0.01, 1.1), PoissonGaussianSpec(1.0, 2.0)):
+        built = pld_module.leaf_pld(spec, True, interval)
+        length = max(len(pmf._probs) for pmf in (built._pmf_remove, built._pmf_add))
+        estimate = max(pld_module._connect_dots_span(spec, side) for side in ("ADD", "REMOVE")) / interval + 3.0
+        assert length <= estimate <= length + 2
+    for spec in (DiscreteGaussianSpec(3.0, 2.0, 1, 1.0, 1e-6), DiscreteGaussianSpec(0.3, 1.0, 1, 1.0, 1e-6)):
+        built = pld_module.leaf_pld(spec, True, interval)
+        reach = math.ceil(11.6 * spec.sigma)
+        span = spec.sensitivity * (2 * reach + spec.sensitivity) / spec.sigma**2 / interval + 3.0
+        assert max(len(pmf.to_dense_pmf()._probs) for pmf in (built._pmf_remove, built._pmf_add)) <= span
+
+
+def test_the_leaf_limits_refuse_from_the_boundary_on(monkeypatch) -> None:
+    """At a limit equal to a leaf's size the leaf is the PLD's; one point lower it is refused (no slack either way)."""
+    spec = DiscreteGaussianSpec(1000.0, 1.0, 1, 1.0, 1e-6)  # 2·⌈11 600⌉ + 2 = 23 202 outputs
+    monkeypatch.setattr(pld_module, "MAX_DISCRETE_GAUSSIAN_SUPPORT", 23_202)
+    assert pld_module.unsupported_reason({spec: 1}) is None
+    monkeypatch.setattr(pld_module, "MAX_DISCRETE_GAUSSIAN_SUPPORT", 23_201)
+    assert "enumerates 2.32e+04 outputs" in pld_module.unsupported_reason({spec: 1})

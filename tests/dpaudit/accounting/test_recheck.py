@@ -252,3 +252,106 @@ def test_dpaudit_verify_refuses_a_pld_claim_on_a_laplace_leaf_too_fine_to_enumer
     result = CliRunner().invoke(main, ["verify", str(run_dir), "--allow-not-for-release"])
     assert result.exit_code == 1 and not isinstance(result.exception, Exception)
     assert "MAX_LAPLACE_SENSITIVITY" in result.output
+
+
+# --- extreme but legal charges: verify rechecks them, never a traceback, never a genuine claim refused ---------------
+
+def test_dpaudit_verify_refuses_a_pld_claim_on_a_discrete_gaussian_too_fine_to_build(make_session) -> None:
+    """Two discrete Gaussians on a grid 2³⁰ times finer than their sensitivity (σ about 10¹⁰ grid units): before the
+    limit the session's close died allocating 1.74 TiB. The session certifies with an accountant that does not
+    enumerate the noise, and a certificate edited to say the PLD attained the claim fails naming the limit."""
+    with make_session(epsilon=5.0, delta=1e-6) as s:
+        for _ in range(2):
+            s.gaussian(4.0, sensitivity=1.0, epsilon=0.5, delta=1e-7, label="g", grid=2.0**-30)
+    cert = json.loads((s.run_dir / "certificate.json").read_text())
+    assert member_name(cert["claim"]["attained_by"]) != "pld"
+    assert _recompose(s.run_dir)[0]
+    cert["claim"]["attained_by"] = "pld"
+    (s.run_dir / "certificate.json").write_text(json.dumps(cert))
+    ok, detail = _recompose(s.run_dir)
+    assert not ok and "recomposition failed" in detail and "MAX_DISCRETE_GAUSSIAN_SUPPORT = 4194304" in detail
+    result = CliRunner().invoke(main, ["verify", str(s.run_dir), "--allow-not-for-release"])
+    assert result.exit_code == 1 and not isinstance(result.exception, Exception)
+    assert "MAX_DISCRETE_GAUSSIAN_SUPPORT" in result.output
+
+
+def test_dpaudit_verify_rechecks_an_advanced_claim_beyond_exp_overflow(make_session) -> None:
+    """Two exponential-mechanism releases of ε = 710 accounted by advanced composition: the independent form
+    computed exp(710) and verify exited 2 with an OverflowError; ε·tanh(ε/2) is the same term without it."""
+    with make_session(epsilon=5000.0, delta=1e-6, accountant="advanced") as s:
+        for _ in range(2):
+            s.exponential([0.0, 1.0], sensitivity=1.0, epsilon=710.0, label="e")
+    report = verify_bundle(s.run_dir, allow_not_for_release=True)
+    assert report.valid, report.reasons
+    assert report.claim["epsilon"] == pytest.approx(1420.0)
+    assert "independent advanced composition 1420" in _recompose(s.run_dir)[1]
+
+
+@pytest.mark.parametrize("epsilon", [60.0, 745.0, 800.0, 1e4])
+def test_dpaudit_verify_rechecks_an_rdp_claim_on_huge_pure_releases(make_session, epsilon) -> None:
+    """Two exponential releases of ε plus three Gaussians, accounted by RDP: dp_accounting's randomized-response
+    curve underflowed above ε ≈ 745 to an infinite curve and verify called the genuine claim DISAGREES (independent
+    320012 at ε = 800); capped at ε (Mironov 2017, Prop. 3) it agrees at every ε, and stays a curve at most ε."""
+    with make_session(epsilon=3e4, delta=1e-6, accountant="rdp") as s:
+        for _ in range(2):
+            s.exponential([0.0, 1.0], sensitivity=1.0, epsilon=epsilon, label="e")
+        for _ in range(3):
+            s.gaussian(4.0, sensitivity=1.0, epsilon=0.5, delta=1e-7, label="g")
+    report = verify_bundle(s.run_dir, allow_not_for_release=True)
+    assert report.valid, report.reasons
+    ok, detail = _recompose(s.run_dir)
+    assert ok and "(agrees)" in detail
+    orders = [a for a in rdp_module.ORDERS if a.is_integer()]
+    curve = recheck_module._dpa_curve(charges.PureSpec(epsilon), orders)
+    assert np.all(np.isfinite(curve)) and np.all(curve <= epsilon)
+
+
+def test_dpaudit_verify_bounds_a_wide_span_on_a_coarser_grid(make_session, monkeypatch) -> None:
+    """A Laplace release of ε = 12 and one randomized response (the default grid 10⁻³ needs 24 002 points for the
+    Laplace leaf) with the leaf limit set to 10⁴: the genuine claim was NOT RECHECKED (a small-scale copy of one
+    Laplace of ε = 120 and 2000 randomized responses at the real limit); now the bound is computed on a coarser
+    grid, says so, and the claim verifies."""
+    with make_session(epsilon=50.0, delta=1e-6) as s:
+        s.laplace(4.0, sensitivity=1.0, epsilon=12.0, label="l")
+        s.randomized_response(True, epsilon=0.3, label="r")
+    monkeypatch.setattr(hockey_stick, "MAX_LEAF_POINTS", 10_000)
+    ok, detail = _recompose(s.run_dir)
+    assert ok and "coarsened to 0.0024" in detail and "(agrees)" in detail, detail
+    assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
+
+
+def test_dpaudit_verify_reports_a_composed_law_it_cannot_hold(make_session, monkeypatch) -> None:
+    """Three discrete Laplace releases with the composed-array limit set to 100: the lower bound is refused by name
+    before its convolution is allocated (a huge count of releases reached a MemoryError, which verify does not
+    catch: exit 2), and verify fails with exit 1 saying NOT RECHECKED."""
+    run_dir = _laplace_run(make_session, None)
+    monkeypatch.setattr(hockey_stick, "MAX_COMPOSED_POINTS", 100)
+    ok, detail = _recompose(run_dir)
+    assert not ok and "NOT RECHECKED" in detail and "MAX_COMPOSED_POINTS = 100" in detail
+    result = CliRunner().invoke(main, ["verify", str(run_dir), "--allow-not-for-release"])
+    assert result.exit_code == 1 and not isinstance(result.exception, Exception)
+
+
+def test_a_lower_bound_of_zero_is_called_uninformative(monkeypatch) -> None:
+    """A lower bound of 0 holds for every claim: the recheck still passes (0 is a valid bound) but says the bound
+    checked nothing, instead of a silent "agrees"."""
+    counts = ComposedEvent(events=(laplace(0.5),) * 3)
+    claimed = get_accountant("pld").epsilon(counts, 1e-6)
+    monkeypatch.setattr(recheck_module, "epsilon_lower_bound",
+                        lambda rest, delta: hockey_stick.LowerBound(0.0, delta, 1e-3, 0.0, 3, 0))
+    result = recheck("pld", counts, 1e-6, claimed)
+    assert result.ok and "UNINFORMATIVE" in result.reason and "(agrees)" in result.reason
+    monkeypatch.undo()
+    assert "UNINFORMATIVE" not in recheck("pld", counts, 1e-6, claimed).reason
+
+
+def test_a_prv_claim_whose_optimistic_pld_is_too_large_is_not_rechecked(monkeypatch) -> None:
+    """The prv claim's independent check builds dp_accounting's optimistic PLD on a grid twice as fine as the PLD
+    accountant's: its leaves are sized on that grid, and one above the limit is NOT RECHECKED by name (σ = 0.03
+    took 43 s and 1 GB on the coarser grid alone)."""
+    claimed = get_accountant("prv").epsilon(DPSGD, 1e-5)
+    monkeypatch.setattr(pld_module, "MAX_CONNECT_DOTS_POINTS", 1000)
+    result = recheck("prv", DPSGD, 1e-5, claimed)
+    assert not result.ok and "NOT RECHECKED" in result.reason
+    assert "optimistic PLD not computed on the interval 0.0001" in result.reason
+    assert "MAX_CONNECT_DOTS_POINTS = 1000" in result.reason
