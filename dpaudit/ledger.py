@@ -26,10 +26,12 @@ import math
 import os
 import re
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
@@ -148,13 +150,17 @@ def _record_of_line(text: str, raw: bytes, repeats: _Repeats | None = None) -> R
         obj = _canonical_object(text)
         if repeats is not None:
             repeats.learn(obj["body"])
-    record = object.__new__(Record)
     # the fields exactly as the dataclass's __init__ sets them (it has no __post_init__), without its six
-    # ``object.__setattr__`` calls; the content digest is not a dataclass field: a record built or
-    # ``dataclasses.replace``\ d in code has none and encodes anew, and ``asdict`` / equality never see it
-    record.__dict__.update(seq=obj["seq"], type=obj["type"], time=obj["time"], prev=obj["prev"], body=obj["body"],
-                           hash=obj["hash"])
-    record.__dict__[_LINE_DIGEST] = _content_digest(raw, obj["hash"])
+    # ``object.__setattr__`` calls: the checked object has exactly the six fields (``_check_fields``) and is this
+    # line's own, fresh from the parser, so it becomes the record's attribute dict (no copy); the content digest is
+    # not a dataclass field: a record built or ``dataclasses.replace``\ d in code has none and encodes anew, and
+    # ``asdict`` / equality never see it
+    obj[_LINE_DIGEST] = _content_digest(raw, obj["hash"])
+    # one string object per record type (a handful per ledger): every reader's ``r.type == "charge"`` is then
+    # decided by identity, without touching another object per record (and 10⁵ records hold one copy, not 10⁵)
+    obj["type"] = sys.intern(obj["type"])
+    record = object.__new__(Record)
+    object.__setattr__(record, "__dict__", obj)
     return record
 
 
@@ -186,7 +192,7 @@ def _canonical_object(text: str) -> dict[str, Any]:
     if type(obj) is dict and obj.keys() == _FIELDS:
         try:
             _check_fields(obj)
-            if canonical.dumps_parsed(obj) == text:
+            if _canonical_line(obj) == text:
                 return obj
         except (LedgerError, ValueError, RecursionError):
             pass  # parsed again below, which reports the line's own error
@@ -204,6 +210,26 @@ def _canonical_object(text: str) -> dict[str, Any]:
     if canonical_text != text:
         raise LedgerError("not in canonical JSON form (whitespace, key order, duplicate keys or number format)")
     return obj
+
+
+def _canonical_line(obj: dict[str, Any]) -> str:
+    """``canonical.dumps_parsed(obj)`` of a record object that passed :func:`_check_fields`, the same text, built
+    from its members: the canonical encoding of an object is ``{`` + its members in key order (body, hash, prev,
+    seq, time, type) + ``}``, and for the types ``_check_fields`` admits json writes ``hash`` and ``prev`` (64
+    lowercase hex digits, nothing to escape) between quotes, ``seq`` (an int) and ``time`` (a finite float) as their
+    ``repr``, ``type`` by its string encoder, and the body is encoded by json itself. Only the body's keys are
+    sorted (the record's six are in place), and the two digests are not scanned for escapes: one encoding per line
+    of the ledger's reader.
+
+    Raises:
+        ValueError, RecursionError: as ``canonical.dumps_parsed`` of the body.
+    """
+    return (f'{{"body":{canonical.dumps_parsed(obj["body"])},"hash":"{obj["hash"]}","prev":"{obj["prev"]}",'
+            f'"seq":{obj["seq"]!r},"time":{obj["time"]!r},"type":{_encode_string(obj["type"])}}}')
+
+
+#: json's encoder of a string with ``ensure_ascii=False`` (canonical JSON's)
+_encode_string = encode_basestring
 
 
 def _check_fields(obj: dict[str, Any]) -> None:
@@ -255,6 +281,9 @@ class _Repeats:
     """
 
     _NONCE = "dpaudit-member-" + secrets.token_hex(16)
+    #: marker i, and its canonical text (a string: the nonce and i hold no character json escapes)
+    _MARKERS = tuple(map(f"{_NONCE}-{{}}".format, range(REPEATS_KEPT)))
+    _QUOTED = tuple(map('"{}"'.format, _MARKERS))
 
     def __init__(self) -> None:
         self._members: dict[str, tuple[str, int, Any]] = {}  # '"key":S' -> (key, len(S), the value S encodes)
@@ -285,7 +314,7 @@ class _Repeats:
             at = short.find(needle)
             if at >= 0:
                 start = at + len(needle) - size
-                short = f'{short[:start]}"{self._NONCE}-{len(replaced)}"{short[start + size:]}'
+                short = short[:start] + self._QUOTED[len(replaced)] + short[start + size:]
                 replaced.append((key, value))
         if not replaced or self._NONCE in text or short.count(self._NONCE) != len(replaced):
             return None  # (a marker lost to a later replacement, or a line naming the nonce itself)
@@ -295,8 +324,10 @@ class _Repeats:
                 return None
             _check_fields(obj)
             body = obj["body"]
-            if any(body.get(key) != f"{self._NONCE}-{i}" for i, (key, _) in enumerate(replaced)) \
-                    or canonical.dumps_parsed(obj) != short:
+            for i, (key, _) in enumerate(replaced):  # (at most REPEATS_KEPT members are remembered)
+                if body.get(key) != self._MARKERS[i]:
+                    return None
+            if _canonical_line(obj) != short:
                 return None
         except (ValueError, RecursionError, LedgerError):
             return None  # the whole line is parsed instead, and reports its own error

@@ -144,7 +144,8 @@ def _tuning(records: Sequence[Record], tallied: tuple[Any, dict[Any, int]] | Non
 
 def data_size(events: Sequence[PrivacyEvent]) -> int | None:
     """The smallest public data size any charge declares (its ``dataset_size``), or None where none does."""
-    sizes = [leaf.dataset_size for event in events for leaf, _ in event.leaves() if hasattr(leaf, "dataset_size")]
+    distinct = {id(event): event for event in events}.values()  # equal charges share one event object: each once
+    sizes = [leaf.dataset_size for event in distinct for leaf, _ in event.leaves() if hasattr(leaf, "dataset_size")]
     return min(sizes) if sizes else None
 
 

@@ -246,7 +246,7 @@ def _check_reports(report: VerificationReport, bundle: Path, records: list[Recor
         # report.json names the folder it was written in: rendered once, with a fresh placeholder in that place
         # (its non-ASCII letter, quote and backslash show how the renderer escapes a string)
         placeholder = secrets.token_hex(16) + '\u00e9"\\' if name == run_store.REPORT_JSON else ""
-        expected = REPORT_FILES[name]({**model, "run": {**model["run"], "run_dir": placeholder}}).encode("utf-8")
+        expected = REPORT_FILES[name]({**model, "run": {**model["run"], "run_dir": placeholder}})
         slack = 2**20 + MAX_RUN_DIR_CHARS * 6  # room for an edit (reported as a difference) and a \u-escaped run_dir
         try:
             found = read_regular(bundle / name, len(expected) + slack, VerificationError)
@@ -276,12 +276,14 @@ def _with_run_dir(name: str, expected: bytes, placeholder: str, found: bytes, ru
         VerificationError: the file names no such folder, or the regenerated report does not show the placeholder.
     """
     for ascii_only in (False, True):
-        parts = expected.split(json.dumps(placeholder, ensure_ascii=ascii_only).encode("utf-8"))
-        if len(parts) == 2:
+        needle = json.dumps(placeholder, ensure_ascii=ascii_only).encode("utf-8")
+        if expected.count(needle) == 1:
             break
     else:
         raise VerificationError(f"the regenerated {name} does not name its folder once as a JSON string")
-    before, after = parts
+    # the two sides of the placeholder as views, not copies (report.json of 10⁵ records: tens of megabytes each)
+    at = expected.find(needle)
+    before, after = memoryview(expected)[:at], memoryview(expected)[at + len(needle):]
     if not (found.startswith(before) and found.endswith(after) and len(found) >= len(before) + len(after)):
         return expected
     literal = found[len(before):len(found) - len(after)]
@@ -293,7 +295,9 @@ def _with_run_dir(name: str, expected: bytes, placeholder: str, found: bytes, ru
             and (run_id is None or PurePath(run_dir).name == run_id)):
         raise VerificationError(f"{name} names run folder {literal[:80].decode('utf-8', 'replace')}, not one of run "
                                 f"{run_id!r}")
-    return before + json.dumps(run_dir, ensure_ascii=ascii_only).encode("utf-8") + after
+    text = json.dumps(run_dir, ensure_ascii=ascii_only).encode("utf-8")
+    # ``found`` is ``before + literal + after``: where ``text`` is ``literal``, it is the report for that folder
+    return found if text == literal else b"".join((before, text, after))
 
 
 def _check_certificate(report: VerificationReport, cert: dict[str, Any], records: list[Record], public_pem: str,
@@ -469,7 +473,9 @@ def _load_plugins_if_needed(charges: list[tuple[int, PrivacyEvent]]) -> None:
     """Register the sensitivity formulas the charges name: the kernel's are always there; a plugin's come from its
     light formulas module, else from loading the installed plugins (a broken one fails loudly here). A run that
     uses the kernel's formulas only, or plugins with light formulas modules, never imports a plugin (or torch)."""
-    ensure_formulas({leaf.sensitivity.formula for _, event in charges for leaf, _ in event.leaves()} - {DECLARED})
+    # each event object once (equal charges share one, ChargeBody.privacy_event; ``charges`` keeps them alive)
+    distinct = {id(event): event for _, event in charges}.values()
+    ensure_formulas({leaf.sensitivity.formula for event in distinct for leaf, _ in event.leaves()} - {DECLARED})
 
 
 def _check_charges(report: VerificationReport, records: list[Record], charges: list[tuple[int, PrivacyEvent]]) -> None:
@@ -484,7 +490,8 @@ def _check_charges(report: VerificationReport, records: list[Record], charges: l
         found = checked.get(id(event))  # ``charges`` holds every event to the end: no id is reused meanwhile
         if found is None:
             found = checked[id(event)] = _event_problems(event, relation)
-        problems += (f"charge {seq}: {problem}" for problem in found[0])
+        if found[0]:
+            problems += (f"charge {seq}: {problem}" for problem in found[0])
         recomputed += found[1]
         declared += found[2]
     report.add("charges", not problems, "; ".join(problems) or

@@ -15,6 +15,7 @@ import secrets
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,7 @@ def document(report: dict[str, Any]) -> list[Block]:
                              "under Events."),
                    Table(("seq", "charge seq", "plugin / mechanism", "value"),
                          tuple((str(r["seq"]), str(r["charge_seq"]), f"{r['plugin']} / {r['mechanism']}",
-                                released_value(r)) for r in report["released"]))]
+                                _released_cell(r)) for r in report["released"]))]
     else:
         blocks.append(Paragraph("None: the ledger holds no release record."))
     cert = report["certificate"]
@@ -169,6 +170,18 @@ def document(report: dict[str, Any]) -> list[Block]:
                Pairs(tuple(certificate_rows(cert))) if cert else Paragraph("None yet: the session did not close."),
                Heading("Glossary"), Pairs(tuple((g["term"], g["meaning"]) for g in report["glossary"]))]
     return blocks
+
+
+def _released_cell(release: Mapping[str, Any]) -> str:
+    """:func:`~dpaudit.report.wording.released_value` of ``release``, the same text: a value of type float (finite)
+    or int without a file is written as json writes it, its ``repr``, without a call of the encoder (10⁵ released
+    counts); any other release as :func:`released_value` writes it."""
+    value = release["value"]
+    if release["file"] is None and (type(value) is float or type(value) is int):
+        text = repr(value)
+        if text not in _NOT_FINITE:
+            return text
+    return released_value(release)
 
 
 def _title(report: dict[str, Any]) -> str:
@@ -221,6 +234,16 @@ def _md_rows(rows: tuple[tuple[str, ...], ...]) -> list[str]:
 
 def render_markdown(report: dict[str, Any]) -> str:
     """The report as Markdown (the ``report.md`` a run folder and its bundle carry)."""
+    return "\n\n".join(_markdown_parts(report)) + "\n"
+
+
+def _markdown_utf8(report: dict[str, Any]) -> bytes:
+    """``render_markdown(report).encode("utf-8")``, the same bytes (:func:`_utf8_joined`)."""
+    return _utf8_joined(_interleaved(_markdown_parts(report), "\n\n") + ["\n"])
+
+
+def _markdown_parts(report: dict[str, Any]) -> list[str]:
+    """The Markdown of each block, in order (joined by blank lines)."""
     parts = [f"# {_md(_title(report))}"]
     for block in document(report):
         if isinstance(block, Heading):
@@ -234,7 +257,22 @@ def render_markdown(report: dict[str, Any]) -> str:
         elif isinstance(block, Table):
             parts.append("\n".join(["| " + " | ".join(block.head) + " |", "|" + "---|" * len(block.head)]
                                    + _md_rows(block.rows)))
-    return "\n\n".join(parts) + "\n"
+    return parts
+
+
+def _interleaved(parts: list[str], separator: str) -> list[str]:
+    """``parts`` with ``separator`` between each two (their ``separator.join``, not yet joined)."""
+    out = [separator] * (2 * len(parts) - 1) if parts else []
+    out[::2] = parts
+    return out
+
+
+def _utf8_joined(pieces: list[str]) -> bytes:
+    """``"".join(pieces).encode("utf-8")``, the same bytes, each piece encoded alone: a Python string holding one
+    character beyond Latin-1 (the reports' ε) stores every character in two bytes, so joining the per-record lines,
+    which are ASCII, with such a piece would first widen tens of megabytes (10⁵ records) and then narrow them back
+    to UTF-8; the UTF-8 of a concatenation is the concatenation of the parts' UTF-8."""
+    return b"".join([piece.encode("utf-8") for piece in pieces])
 
 
 #: the model's keys a reader of ``report.json`` meets first (the rest follow in sorted order)
@@ -245,6 +283,8 @@ JSON_ONE_PER_LINE = ("events", "released", "cumulative_epsilon", "info")
 
 #: ``json.dumps(item, sort_keys=True, ensure_ascii=False)``, built once (dumps builds an encoder per call)
 _encode_item = canonical.acyclic_encode(json.JSONEncoder(sort_keys=True, ensure_ascii=False))
+#: ``json.dumps(text, ensure_ascii=False)`` of a string: the string encoder of :data:`_encode_item`
+_encode_string = encode_basestring
 
 
 #: an event item's members (:func:`dpaudit.report.model.report_from`), those that differ between the charges of one
@@ -252,25 +292,24 @@ _encode_item = canonical.acyclic_encode(json.JSONEncoder(sort_keys=True, ensure_
 _EVENT_KEYS = ("seq", "time", "plugin", "mechanism", "epsilon_spent", "bound_source", "kind", "label", "parameters",
                "multiplicity", "sensitivity", "assumptions", "releases")
 _EVENT_SLOTS = ("seq", "time", "epsilon_spent", "releases")
-_event_slots = itemgetter(*_EVENT_SLOTS)
 _event_strings = itemgetter("plugin", "mechanism", "bound_source", "kind", "label", "multiplicity")
 _event_objects = itemgetter("parameters", "sensitivity", "assumptions")
 _NOT_FINITE = frozenset({"inf", "-inf", "nan"})
 _MARKER = "\x00dpaudit-report-slot-" + secrets.token_hex(8) + "-"
 
 
-def _event_template(event: dict[str, Any]) -> tuple[str, Any] | None:
-    """(the %-template of ``event``'s encoding with its slots left open, the getter putting the slots' texts in
-    template order), or None where a slot's marker does not occur exactly once in that encoding."""
-    markers = [_MARKER + str(i) for i in range(len(_EVENT_SLOTS))]
-    text = _encode_item({**event, **dict(zip(_EVENT_SLOTS, markers, strict=True))})
-    quoted = [_encode_item(m) for m in markers]
-    if any(text.count(q) != 1 for q in quoted):
+def _event_template(event: dict[str, Any]) -> str | None:
+    """The %-template of ``event``'s encoding with its slots left open, each as ``%(name)r`` (filled from the item
+    itself), or None where a slot's marker does not occur exactly once in that encoding."""
+    markers = {name: _MARKER + str(i) for i, name in enumerate(_EVENT_SLOTS)}
+    text = _encode_item({**event, **markers})
+    quoted = {name: _encode_item(m) for name, m in markers.items()}
+    if any(text.count(q) != 1 for q in quoted.values()):
         return None
     template = text.replace("%", "%%")
-    for q in quoted:
-        template = template.replace(q, "%s")
-    return template, itemgetter(*sorted(range(len(quoted)), key=lambda i: text.index(quoted[i])))
+    for name, q in quoted.items():
+        template = template.replace(q, f"%({name})r")
+    return template
 
 
 def _encode_events(events: list[Any]) -> list[str]:
@@ -281,10 +320,11 @@ def _encode_events(events: list[Any]) -> list[str]:
     above all) for every item. An item with exactly :data:`_EVENT_KEYS` is keyed by its members' types, its strings
     and multiplicity by value, and its description objects by identity (``events`` keeps them alive, so no id is
     reused meanwhile): items of one key encode alike but for their :data:`_EVENT_SLOTS`, numbers whose text json
-    writes as ``int.__repr__`` / ``float.__repr__`` (a non-finite float, and any other item, is encoded whole), and
-    whose markers were found once each in the template.
+    writes as ``int.__repr__`` / ``float.__repr__`` (``%r`` of the item's own member; an item whose ``time`` or
+    ``epsilon_spent`` is not finite, and any other item, is encoded whole), and whose markers were found once each in
+    the template.
     """
-    templates: dict[tuple[Any, ...], tuple[str, Any] | None] = {}
+    templates: dict[tuple[Any, ...], str | None] = {}
     out = []
     for event in events:
         if type(event) is not dict or tuple(event) != _EVENT_KEYS:
@@ -292,19 +332,16 @@ def _encode_events(events: list[Any]) -> list[str]:
             continue
         types = tuple(map(type, event.values()))
         key = (types, _event_strings(event), tuple(map(id, _event_objects(event))))
-        found = templates.get(key)
-        if found is None and key not in templates:
-            found = templates[key] = _event_template(event) if types[0] is types[-1] is int \
+        template = templates.get(key)
+        if template is None and key not in templates:
+            template = templates[key] = _event_template(event) if types[0] is types[-1] is int \
                 and types[1] in (int, float) and types[4] in (int, float) else None
-        if found is None:
+        time, spent = event["time"], event["epsilon_spent"]
+        # an int or a finite float less itself is 0 (false); infinity or NaN less itself is NaN (true)
+        if template is None or time - time or spent - spent:
             out.append(_encode_item(event))
             continue
-        texts = [repr(value) for value in _event_slots(event)]  # exact int and float: json's own texts
-        if not _NOT_FINITE.isdisjoint(texts):
-            out.append(_encode_item(event))
-            continue
-        template, order = found
-        out.append(template % order(texts))
+        out.append(template % event)
     return out
 
 
@@ -325,26 +362,67 @@ def _encode_cumulative(items: list[Any]) -> list[str]:
     return out
 
 
+#: a ``released`` item's keys in the model's order (:func:`dpaudit.report.model.report_from`)
+_RELEASED_KEYS = ("seq", "charge_seq", "plugin", "mechanism", "label", "value", "file")
+
+
+def _encode_released(items: list[Any]) -> list[str]:
+    """``[_encode_item(i) for i in items]`` for the ``released`` list, the same texts: an item with exactly
+    :data:`_RELEASED_KEYS`, ``seq`` and ``charge_seq`` of type int, ``plugin``, ``mechanism`` and ``label`` of type
+    str, ``file`` None and a ``value`` of type int or finite float (a scalar release, what 10⁵ releases of counts
+    hold) is written in json's sorted form: the numbers as ``repr`` (json's own text of an exact int and of a
+    finite float), the strings by json's own string encoder; any other item is encoded by json."""
+    out = []
+    for item in items:
+        if type(item) is dict and tuple(item) == _RELEASED_KEYS:
+            seq, charge_seq, plugin, mechanism, label, value, file = item.values()
+            if type(seq) is int and type(charge_seq) is int and type(plugin) is str and type(mechanism) is str \
+                    and type(label) is str and file is None and (type(value) is float or type(value) is int):
+                text = repr(value)
+                if text not in _NOT_FINITE:
+                    out.append(f'{{"charge_seq": {charge_seq!r}, "file": null, "label": {_encode_string(label)}, '
+                               f'"mechanism": {_encode_string(mechanism)}, "plugin": {_encode_string(plugin)}, '
+                               f'"seq": {seq!r}, "value": {text}}}')
+                    continue
+        out.append(_encode_item(item))
+    return out
+
+
 #: the per-record lists with an encoder of their own (the same texts as :func:`_encode_item`'s)
 _LIST_ENCODERS: dict[str, Callable[[list[Any]], list[str]]] = {
-    "events": _encode_events, "cumulative_epsilon": _encode_cumulative,
+    "events": _encode_events, "cumulative_epsilon": _encode_cumulative, "released": _encode_released,
 }
 
 
-def _json_value(key: str, value: Any) -> str:
+def _json_value(key: str, value: Any) -> list[str]:
+    """The text of ``report[key]`` in ``report.json``, in pieces (a per-record list's items apart from its brackets:
+    10⁵ records make tens of megabytes, which each concatenation would copy)."""
     if key in JSON_ONE_PER_LINE and value:
         encode = _LIST_ENCODERS.get(key)
         items = map(_encode_item, value) if encode is None else encode(value)
-        return "[\n    " + ",\n    ".join(items) + "\n  ]"
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).replace("\n", "\n  ")
+        return ["[\n    ", ",\n    ".join(items), "\n  ]"]
+    return [json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).replace("\n", "\n  ")]
 
 
 def render_json(report: dict[str, Any]) -> str:
     """The model itself, UTF-8 (no ``\\u`` escapes): :data:`JSON_FIRST` first, then every other key sorted; nested
     keys sorted (the bytes do not depend on the order of the certificate file's keys); the per-record lists one
     item per line, everything else indented."""
+    return "".join(_json_pieces(report))
+
+
+def _json_utf8(report: dict[str, Any]) -> bytes:
+    """``render_json(report).encode("utf-8")``, the same bytes (:func:`_utf8_joined`)."""
+    return _utf8_joined(_json_pieces(report))
+
+
+def _json_pieces(report: dict[str, Any]) -> list[str]:
+    """:func:`render_json`'s text in pieces (each key's value apart, not yet joined)."""
     keys = [*JSON_FIRST, *sorted(k for k in report if k not in JSON_FIRST)]
-    return "{\n" + ",\n".join(f"  {json.dumps(k)}: {_json_value(k, report[k])}" for k in keys) + "\n}\n"
+    pieces = ["{\n"]
+    for i, k in enumerate(keys):
+        pieces += [(",\n" if i else "") + f"  {json.dumps(k)}: ", *_json_value(k, report[k])]
+    return pieces + ["\n}\n"]
 
 
 _CSS = """
@@ -410,10 +488,11 @@ FORMATS: dict[str, Callable[[dict[str, Any]], str]] = {
 }
 
 
-#: the report files a run folder (and its evidence bundle) carries, each with its renderer; ``dpaudit verify``
-#: regenerates each from the ledger and certificate and compares it byte for byte
-REPORT_FILES: dict[str, Callable[[dict[str, Any]], str]] = {
-    run_store.REPORT_MD: render_markdown, run_store.REPORT_JSON: render_json,
+#: the report files a run folder (and its evidence bundle) carries, each with its renderer to the file's bytes (the
+#: UTF-8 of :func:`render_markdown` and :func:`render_json`); ``dpaudit verify`` regenerates each from the ledger and
+#: certificate and compares it byte for byte
+REPORT_FILES: dict[str, Callable[[dict[str, Any]], bytes]] = {
+    run_store.REPORT_MD: _markdown_utf8, run_store.REPORT_JSON: _json_utf8,
 }
 
 
@@ -432,7 +511,7 @@ def write_reports(run_dir: Path) -> list[str]:
     report = build_report(run_dir)
     written = []
     for name, render_file in REPORT_FILES.items():
-        path, data = Path(run_dir) / name, render_file(report).encode("utf-8")
+        path, data = Path(run_dir) / name, render_file(report)
         if not path.is_file() or path.read_bytes() != data:
             atomic_replace(path, data)
             written.append(name)

@@ -639,6 +639,61 @@ def test_a_record_replaced_in_code_is_hashed_anew(tmp_path: Path) -> None:
     assert verify_chain([records[0], edited])[0].startswith("record 1 (seq 1): hash mismatch")
 
 
+def test_a_read_record_is_the_constructed_one_with_its_own_attributes(tmp_path: Path) -> None:
+    """The reader makes each line's parsed object the record's attribute dict (no copy) and shares one string per
+    record type: the record is field for field the constructor's, holds the six fields and its line's digest only,
+    owns its dict (two records of equal bodies do not share one), and its type equals the line's (a type that only
+    looks like another, ``"charge "``, stays itself)."""
+    from dataclasses import asdict, fields
+
+    path = tmp_path / "l.jsonl"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "fsync", lambda fd: None)
+        with Ledger.create(path) as ledger:
+            for rtype in ("charge", "charge", "charge "):
+                ledger.append(rtype, {"i": 1})
+    records, problems = read_records(path)
+    assert problems == [] and [r.type for r in records] == ["charge", "charge", "charge "]
+    assert records[0].type is records[1].type and records[2].type != records[0].type
+    for r in records:
+        built = Record(seq=r.seq, type=r.type, time=r.time, prev=r.prev, body=r.body, hash=r.hash)
+        assert r == built and asdict(r) == asdict(built) and r.compute_hash() == built.compute_hash() == r.hash
+        assert set(vars(r)) == {f.name for f in fields(Record)} | {ledger_module._LINE_DIGEST}
+    assert vars(records[0]) is not vars(records[1]) and records[0].body is not records[1].body
+
+
+def _record_objects() -> list[dict]:
+    """Record objects that pass ``_check_fields``, with what json escapes or spells specially in every member."""
+    rng = random.Random(5)
+    base = {"seq": 0, "type": "charge", "time": 1.5, "prev": "0" * 64, "hash": "a" * 64, "body": {}}
+    objs = [dict(base, seq=n) for n in (0, 7, 2**63 - 1, 2**64, 10**40)]
+    objs += [dict(base, time=t) for t in (5e-324, 1e-5, 1e-7, 0.1 + 0.2, 1e16, 1.7976931348623157e308, -0.0, -2.5)]
+    objs += [dict(base, type=t) for t in ('a "quoted" type', "back\\slash", "tab\t", "nul\x00", "\x7f", "ε",
+                                          "\u2028", "\ud800", "release")]
+    objs += [dict(base, prev="".join(rng.choice("0123456789abcdef") for _ in range(64)),
+                  hash="".join(rng.choice("0123456789abcdef") for _ in range(64)),
+                  body={"b": [1, 2.5, {"z": None, "a": "x"}], "a": {"nested": {"k": 1e-5}}, "ε": True})
+             for _ in range(20)]
+    return objs
+
+
+def test_the_canonical_line_built_from_members_is_json_canonical_encoding() -> None:
+    """The reader's canonical-form check builds a record's line from its members (``ledger._canonical_line``): the
+    same text as json's canonical encoding of the object, for seqs beyond 64 bits, floats json writes with an
+    exponent, types json escapes (quote, backslash, control characters, a lone surrogate) or leaves (ε, U+2028, DEL),
+    and nested bodies with unsorted keys."""
+    for obj in _record_objects():
+        ledger_module._check_fields(obj)
+        assert ledger_module._canonical_line(obj) == canonical.dumps_parsed(obj), obj
+
+
+def test_the_canonical_line_test_catches_a_type_written_unescaped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broken variant: the type written between quotes without json's escapes (a quote inside it would read as the
+    end of the string) fails the test above."""
+    monkeypatch.setattr(ledger_module, "_encode_string", lambda text: f'"{text}"')
+    assert any(ledger_module._canonical_line(obj) != canonical.dumps_parsed(obj) for obj in _record_objects())
+
+
 @pytest.fixture(scope="module")
 def big_ledger(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """10⁴ records, written with fsync off (durability is not what these tests are about)."""

@@ -224,3 +224,18 @@ def test_the_delta_warning_reads_the_data_size_a_training_run_records(make_sessi
     report, check = _check(s.run_dir)
     assert check.ok and report.valid
     assert any("n = 100" in w and "1/n^2" in w for w in report.warnings), report.warnings
+
+
+def test_data_size_reads_each_event_object_once_and_every_distinct_one():
+    """``data_size`` looks at each event object once (10⁵ equal charges share one): an event repeated, and another
+    equal to it in all but its data size (a distinct object), still give the smaller size, wherever it stands."""
+    from dpaudit.events import SampledWithoutReplacementGaussianEvent
+    from dpaudit.sensitivity import declared
+
+    def wor(n: int) -> SampledWithoutReplacementGaussianEvent:
+        return SampledWithoutReplacementGaussianEvent(neighbouring="replace_one", sensitivity=declared(2.0, "l2", "t"),
+                                                      batch_size=10, dataset_size=n, noise_multiplier=1.0, steps=5)
+
+    big, small = wor(1000), wor(100)
+    assert data_size([big] * 5 + [small] + [big] * 5) == 100
+    assert data_size([small, *([big] * 3)]) == 100 and data_size([big, big]) == 1000 and data_size([]) is None

@@ -177,8 +177,10 @@ def _events_of_few_descriptions() -> list[dict]:
             (params, 1.0, "count", "session", 2.25, 1), (params, True, "count", "session", 2.75, 1),  # 1, 1.0, true
             (params, 1, "count%s", "session", 3.0, 1), (params, 1, 'a "quoted" \x00 label', "session", 3.5, 1),
             (params, 1, "count", "plugin-b", 4.0, 2), (params, 1, "count", "session", float("inf"), 1),
-            (params, 1, "count", "session", -0.0, True), (params, 1, "count", "session", 5, 1)]):
-        events.append({"seq": 2 * i + 1, "time": 1.7e9 + i / 7, "plugin": plugin, "mechanism": "laplace",
+            (params, 1, "count", "session", -0.0, True), (params, 1, "count", "session", 5, 1),
+            (params, 1, "count", "session", 5.5, 1), (params, 1, "count", "session", 6.5, 1)]):
+        when = {12: float("nan"), 13: -float("inf")}.get(i, 1.7e9 + i / 7)  # (the last two: a time not finite)
+        events.append({"seq": 2 * i + 1, "time": when, "plugin": plugin, "mechanism": "laplace",
                        "epsilon_spent": eps, "bound_source": "rdp", "kind": "laplace", "label": label,
                        "parameters": p, "multiplicity": mult, "sensitivity": sens, "assumptions": assumptions,
                        "releases": released})
@@ -252,3 +254,84 @@ def test_the_cumulative_test_catches_an_encoder_without_the_finiteness_or_type_c
     monkeypatch.undo()
     monkeypatch.setattr(render_module, "type", lambda v: int if isinstance(v, int) else v.__class__, raising=False)
     assert render_module._encode_cumulative(items) != expected
+
+
+def _released_items() -> list:
+    """Items of the ``released`` list as the model builds them (a scalar value, no file), and items that only look
+    alike (other types, a non-finite value, a file, other keys or key order, strings that json escapes)."""
+    base = {"seq": 2, "charge_seq": 1, "plugin": "session", "mechanism": "laplace", "label": "count", "value": 58.25,
+            "file": None}
+    items = [dict(base, value=v) for v in (0.5, 1e-300, 5e-324, 1.7976931348623157e308, -0.0, 0.1 + 0.2, 1e16, 1e-5,
+                                          3, -7, 2**70)]
+    items += [dict(base, label=text) for text in ('a "quoted" \\ label', "tab\there", "nul \x00", "ε = 1", "\u2028",
+                                                  "count%s", "")]
+    items += [dict(base, value=True), dict(base, value=None), dict(base, value=[1.0, 2.0]), dict(base, value="x"),
+              dict(base, value=float("inf")), dict(base, value=-float("inf")), dict(base, value=float("nan")),
+              dict(base, seq=True), dict(base, charge_seq=1.0), dict(base, plugin=1), dict(base, label=None),
+              dict(base, file={"path": "outputs/x.npy", "sha256": "0" * 64, "dtype": "float64", "shape": [2]}),
+              {k: base[k] for k in reversed(base)}, dict(base, extra=1), {k: base[k] for k in list(base)[:-1]},
+              [1, 0.5]]
+    return items
+
+
+def test_released_items_encode_as_json_encodes_each_alone():
+    """The written form of the ``released`` items is json's, item by item: floats at the ends of their range, -0.0,
+    ints (also beyond 64 bits), strings json escapes (quote, backslash, tab, NUL, non-ASCII), a bool, None, a list,
+    a non-finite number (json writes ``Infinity`` / ``NaN``), a file, other keys, key order."""
+    import importlib
+
+    render_module = importlib.import_module("dpaudit.report.render")
+    items = _released_items()
+    assert render_module._encode_released(items) == [render_module._encode_item(i) for i in items]
+
+
+def test_the_released_test_catches_an_encoder_without_its_checks(monkeypatch):
+    """Broken variants: without the finiteness check ``inf`` is written as Python spells it; with ``isinstance``
+    instead of the exact type ``True`` as Python spells it; with strings written without json's escapes (``repr``)
+    the quoted label differs."""
+    import importlib
+
+    render_module = importlib.import_module("dpaudit.report.render")
+    items = _released_items()
+    expected = [render_module._encode_item(i) for i in items]
+    monkeypatch.setattr(render_module, "_NOT_FINITE", frozenset())
+    assert render_module._encode_released(items) != expected
+    monkeypatch.undo()
+    monkeypatch.setattr(render_module, "type", lambda v: int if isinstance(v, int) else v.__class__, raising=False)
+    assert render_module._encode_released(items) != expected
+    monkeypatch.undo()
+    monkeypatch.setattr(render_module, "_encode_string", lambda text: f'"{text}"')
+    assert render_module._encode_released(items) != expected
+
+
+def test_report_files_are_the_utf8_of_the_renderers(demo_like):
+    """The bytes ``verify`` compares and ``write_reports`` writes (each piece encoded alone) are the UTF-8 of
+    :func:`render_markdown` and :func:`render_json`, for a model whose per-record lines are ASCII and whose other
+    parts are not (the reason for encoding piece by piece)."""
+    import importlib
+
+    render_module = importlib.import_module("dpaudit.report.render")
+    report = build_report(demo_like.run_dir)
+    assert render_module.REPORT_FILES["report.md"](report) == render_module.render_markdown(report).encode("utf-8")
+    assert render_module.REPORT_FILES["report.json"](report) == render_module.render_json(report).encode("utf-8")
+    assert "ε" in render_module.render_markdown(report) and "ε" in render_module.render_json(report)
+
+
+def test_released_cells_read_as_released_value_reads_them(monkeypatch):
+    """The released-values table's cell (a fast path for a scalar without a file) is
+    :func:`~dpaudit.report.wording.released_value`'s text for every kind of released item; broken variants (no
+    finiteness check: ``inf`` as Python spells it; ``isinstance`` for the exact type: ``True``) are caught."""
+    import importlib
+
+    from dpaudit.report.wording import released_value
+
+    render_module = importlib.import_module("dpaudit.report.render")
+    items = [i for i in _released_items() if isinstance(i, dict) and {"value", "file"} <= i.keys()]
+    items.append({**items[0], "value": {"model_sha256": "0" * 64, "n_parameters": 3}})
+    expected = [released_value(i) for i in items]
+    assert [render_module._released_cell(i) for i in items] == expected
+    monkeypatch.setattr(render_module, "_NOT_FINITE", frozenset())
+    assert [render_module._released_cell(i) for i in items] != expected
+    monkeypatch.undo()
+    monkeypatch.setattr(render_module, "type", lambda v: int if isinstance(v, int) else v.__class__, raising=False)
+    assert [render_module._released_cell(i) for i in items] != expected
