@@ -175,9 +175,9 @@ def collect_assumptions(charges: Sequence[tuple[int, PrivacyEvent]], *, adaptive
         for leaf, _ in event.leaves():
             assert isinstance(leaf, LeafEvent)
             for a in leaf.all_assumptions():
-                entry = found.setdefault((a.id, a.statement), (a, []))
-                if seq not in entry[1]:
-                    entry[1].append(seq)
+                seqs = found.setdefault((a.id, a.statement), (a, []))[1]
+                if not seqs or seqs[-1] != seq:  # one charge's leaves may repeat it; each charge's seq is met once
+                    seqs.append(seq)
     return [{**a.to_dict(), "charges": seqs} for a, seqs in found.values()]
 
 
