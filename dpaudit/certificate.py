@@ -168,15 +168,17 @@ def collect_assumptions(charges: Sequence[tuple[int, PrivacyEvent]], *, adaptive
             conditional :data:`FIXED_PARAMETERS`.
     """
     base = ADAPTIVE_PARAMETERS if adaptive else FIXED_PARAMETERS
-    found: dict[tuple[str, str], tuple[Assumption, list[int]]] = {
-        (base.id, base.statement): (base, [seq for seq, _ in charges]),
-    }
+    every = [seq for seq, _ in charges]
+    found: dict[tuple[str, str], tuple[Assumption, list[int]]] = {(base.id, base.statement): (base, every)}
+    listed: dict[tuple[str, str], set[int]] = {(base.id, base.statement): set(every)}  # linear, any order
     for seq, event in charges:
         for leaf, _ in event.leaves():
             assert isinstance(leaf, LeafEvent)
             for a in leaf.all_assumptions():
-                seqs = found.setdefault((a.id, a.statement), (a, []))[1]
-                if not seqs or seqs[-1] != seq:  # one charge's leaves may repeat it; each charge's seq is met once
+                key = (a.id, a.statement)
+                seqs = found.setdefault(key, (a, []))[1]
+                if seq not in listed.setdefault(key, set()):
+                    listed[key].add(seq)
                     seqs.append(seq)
     return [{**a.to_dict(), "charges": seqs} for a, seqs in found.values()]
 

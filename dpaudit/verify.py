@@ -289,7 +289,9 @@ def _with_run_dir(name: str, expected: bytes, placeholder: str, found: bytes, ru
     literal = found[len(before):len(found) - len(after)]
     try:
         run_dir = json.loads(literal) if len(literal) <= 2 + MAX_RUN_DIR_CHARS * 6 else None
-    except (ValueError, RecursionError):
+        if isinstance(run_dir, str):
+            run_dir.encode("utf-8")  # a lone surrogate ("\ud800") is valid JSON but names no folder
+    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
         run_dir = None
     if not (isinstance(run_dir, str) and len(run_dir) <= MAX_RUN_DIR_CHARS
             and (run_id is None or PurePath(run_dir).name == run_id)):

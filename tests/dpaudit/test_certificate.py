@@ -5,7 +5,7 @@ from __future__ import annotations
 from dpaudit.certificate import FIXED_PARAMETERS, collect_assumptions
 from dpaudit.events import Neighbouring, compose
 from dpaudit.mechanisms.laplace import laplace_event
-from dpaudit.sensitivity import Norm, declared
+from dpaudit.sensitivity import Norm, declared, from_formula
 
 
 def test_each_assumption_lists_each_charge_relying_on_it_once_in_ledger_order():
@@ -21,3 +21,13 @@ def test_each_assumption_lists_each_charge_relying_on_it_once_in_ledger_order():
     assert listed[bounded.assumptions[0].statement] == [1, 3, 7]
     assert listed[other.assumptions[0].statement] == [5]
     assert len(listed) == 3
+
+
+def test_a_leaf_carrying_the_base_assumption_does_not_list_its_charge_twice():
+    """The base assumption (parameters fixed in advance) already lists every charge; a charge whose sensitivity also
+    carries it (a user's ``from_formula(..., assumptions=(FIXED_PARAMETERS,))``) is not listed again, and charges
+    given out of ledger order are each listed once (review of d5ef697: 3 charges were certified as 6)."""
+    carried = from_formula("count", "add_remove", assumptions=(FIXED_PARAMETERS,))
+    one = laplace_event(Neighbouring.ADD_REMOVE, carried, 1.0)
+    listed = {entry["id"]: entry["charges"] for entry in collect_assumptions([(5, one), (1, one), (3, one)])}
+    assert listed == {FIXED_PARAMETERS.id: [5, 1, 3]}

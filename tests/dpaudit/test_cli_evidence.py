@@ -76,6 +76,17 @@ def test_report_json_must_name_a_folder_of_its_own_run(evidence, run_dir):
     _verify(evidence, 1, "[FAIL] reports: report.json")
 
 
+def test_report_json_naming_a_folder_with_a_lone_surrogate_is_a_failed_check_not_a_crash(evidence):
+    """A run folder spelled "\\ud800" (valid JSON, no UTF-8 encoding) ended verify with a UnicodeEncodeError
+    (exit 2, "cannot handle this input"); it is an invalid report (exit 1)."""
+    path = evidence / "report.json"
+    text = path.read_text(encoding="utf-8")
+    old = json.loads(text)["run"]["run_dir"]
+    path.write_text(text.replace(json.dumps(old), json.dumps("/\ud800/" + Path(old).name), 1), encoding="utf-8")
+    assert "\\ud800" in path.read_text(encoding="utf-8")
+    _verify(evidence, 1, "[FAIL] reports: report.json")
+
+
 def test_report_json_may_name_any_folder_of_its_run_spelled_as_the_renderer_spells_it(evidence):
     """The folder named in report.json is the one part taken from the file (verify renders the report once, with a
     placeholder there): quotes, backslashes and non-ASCII in it must be spelled as the renderer spells strings."""
