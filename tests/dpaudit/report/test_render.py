@@ -241,19 +241,24 @@ def test_cumulative_epsilon_encodes_as_json_encodes_each_alone():
     assert render_module._encode_cumulative(items) == [render_module._encode_item(i) for i in items]
 
 
-def test_the_cumulative_test_catches_an_encoder_without_the_finiteness_or_type_checks(monkeypatch):
-    """Broken variants: without the finiteness check, ``inf`` is written as Python spells it; with ``isinstance``
-    instead of the exact type, ``True`` as Python spells it."""
+def _assert_broken_variants_differ(monkeypatch, encoder: str, items: list, *, escapes: bool) -> None:
+    """Each broken variant of the fast encoder ``encoder`` of ``render`` writes ``items`` otherwise than json does:
+    without the finiteness check (``inf`` as Python spells it), with ``isinstance`` instead of the exact type
+    (``True`` as Python spells it), and (``escapes``) with strings written without json's escapes."""
     import importlib
 
     render_module = importlib.import_module("dpaudit.report.render")
-    items = _cumulative_items()
     expected = [render_module._encode_item(i) for i in items]
-    monkeypatch.setattr(render_module, "_NOT_FINITE", frozenset())
-    assert render_module._encode_cumulative(items) != expected
-    monkeypatch.undo()
-    monkeypatch.setattr(render_module, "type", lambda v: int if isinstance(v, int) else v.__class__, raising=False)
-    assert render_module._encode_cumulative(items) != expected
+    broken = [("_NOT_FINITE", frozenset()), ("type", lambda v: int if isinstance(v, int) else v.__class__)]
+    broken += [("_encode_string", lambda text: f'"{text}"')] if escapes else []
+    for name, variant in broken:
+        monkeypatch.setattr(render_module, name, variant, raising=False)
+        assert getattr(render_module, encoder)(items) != expected, name
+        monkeypatch.undo()
+
+
+def test_the_cumulative_test_catches_an_encoder_without_the_finiteness_or_type_checks(monkeypatch):
+    _assert_broken_variants_differ(monkeypatch, "_encode_cumulative", _cumulative_items(), escapes=False)
 
 
 def _released_items() -> list:
@@ -286,22 +291,7 @@ def test_released_items_encode_as_json_encodes_each_alone():
 
 
 def test_the_released_test_catches_an_encoder_without_its_checks(monkeypatch):
-    """Broken variants: without the finiteness check ``inf`` is written as Python spells it; with ``isinstance``
-    instead of the exact type ``True`` as Python spells it; with strings written without json's escapes (``repr``)
-    the quoted label differs."""
-    import importlib
-
-    render_module = importlib.import_module("dpaudit.report.render")
-    items = _released_items()
-    expected = [render_module._encode_item(i) for i in items]
-    monkeypatch.setattr(render_module, "_NOT_FINITE", frozenset())
-    assert render_module._encode_released(items) != expected
-    monkeypatch.undo()
-    monkeypatch.setattr(render_module, "type", lambda v: int if isinstance(v, int) else v.__class__, raising=False)
-    assert render_module._encode_released(items) != expected
-    monkeypatch.undo()
-    monkeypatch.setattr(render_module, "_encode_string", lambda text: f'"{text}"')
-    assert render_module._encode_released(items) != expected
+    _assert_broken_variants_differ(monkeypatch, "_encode_released", _released_items(), escapes=True)
 
 
 def test_report_files_are_the_utf8_of_the_renderers(demo_like):
