@@ -192,7 +192,8 @@ def write(out: Path, args: argparse.Namespace, runs: list[dict], unplanned: int 
     rows = [run["row"] for run in runs]
     out.mkdir(parents=True, exist_ok=True)
     with (out / f"{args.name}.csv").open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        # every column any row has (rows written before a field existed leave it empty)
+        writer = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(key for row in rows for key in row)), restval="")
         writer.writeheader()
         writer.writerows(rows)
     command = " ".join(["experiments/dpareto_adult.py", "--jobs", str(args.jobs), "--seeds", str(args.seeds),
@@ -249,7 +250,8 @@ def write(out: Path, args: argparse.Namespace, runs: list[dict], unplanned: int 
     lines += ["", "BO fallbacks: BO trials at which HVPoI was zero at every candidate BoTorch tried (the predicted "
               "mean dominated by the observed front everywhere), so the trial is a random point (phase `bo-fallback`, "
               "docs/plugins/dpareto.md); \"not recorded\" for runs made before the count was kept.",
-              "", f"Total wall time of the runs: {sum(r['wall_s'] for r in rows) / 3600:.2f} h (one process)."]
+              "", f"Total wall time of the runs: {sum(r['wall_s'] for r in rows) / 3600:.2f} h, summed over "
+              "the runs (each run in one process on one core; wall times grow with the machine's load)."]
     if missing:
         lines += ["", "**Not run** (planned, not finished when this report was written): "
                   + "; ".join(f"{t} {m} seed {s}" for t, m, s in missing) + "."]

@@ -58,3 +58,11 @@ def test_adult_experiment_smoke(tmp_path, monkeypatch):
     results.write_text("\n".join([*lines, json.dumps(other)]) + "\n")
     assert script.main(["--smoke", "--out", str(tmp_path), "--results", str(results), "--report-only"]) == rows
     assert "holds 1 more runs of other budgets" in (tmp_path / "dpareto-adult.md").read_text()
+    # a run recorded before the fallback count and the noise dtype were kept is reported as such
+    older = json.loads(lines[0])
+    del older["row"]["fallbacks"], older["row"]["noise"]
+    results.write_text("\n".join([json.dumps(older), *lines[1:]]) + "\n")
+    script.main(["--smoke", "--out", str(tmp_path), "--results", str(results), "--report-only"])
+    report = (tmp_path / "dpareto-adult.md").read_text()
+    assert "not recorded" in report and "1 of these 2 runs predate" in report
+    assert "fallbacks" in (tmp_path / "dpareto-adult.csv").read_text().splitlines()[0]
