@@ -340,6 +340,8 @@ def recheck(claim_source: str, event: PrivacyEvent, delta: float, claimed_epsilo
         independent = _INDEPENDENT[method](counts, delta, claimed, recomputed)
     except DPAuditError as exc:  # e.g. a leaf too large for the lower bound's arrays (:mod:`.hockey_stick`)
         independent = _Independent("failed", 0.0, 0.0, False, f"independent recomputation failed: {exc}")
+    except MemoryError:  # the sum of arrays no single limit bounds (many large leaves): not rechecked, not a crash
+        independent = _Independent("failed", 0.0, 0.0, False, "independent recomputation failed: out of memory")
     if independent is None:
         return Recheck(recompute_ok, method, claimed, recomputed, "none", 0.0, 0.0,
                        f"{first}; no independent implementation models this event, so only the recomputation "

@@ -473,9 +473,9 @@ def test_a_session_of_two_huge_epsilon_releases_closes_and_verifies(tmp_path) ->
 GAUSSIANS_TOO_LARGE = [
     pytest.param(DiscreteGaussianSpec(1.03e10, 2.0**30, 1, 0.5, 1e-7), "MAX_DISCRETE_GAUSSIAN_SUPPORT = 4194304",
                  id="discrete-gaussian-support"),
-    pytest.param(DiscreteGaussianSpec(0.1, 4.0, 1, 0.5, 1e-7), "MAX_LOSS_POINTS = 8388608",
+    pytest.param(DiscreteGaussianSpec(0.01, 1.0, 1, 0.5, 1e-7), "MAX_LOSS_POINTS = 8388608",
                  id="discrete-gaussian-loss-span"),
-    pytest.param(DiscreteGaussianSpec(1.0, 30.0, 1, 0.5, 1e-7), "beyond twice its truncation bound 12",
+    pytest.param(DiscreteGaussianSpec(1.0, 13.0, 1, 0.5, 1e-7), "beyond its truncation bound 12",
                  id="discrete-gaussian-beyond-truncation"),
     pytest.param(PoissonGaussianSpec(0.5, 0.03), "MAX_CONNECT_DOTS_POINTS = 1048576", id="subsampled-gaussian"),
     pytest.param(PureSpec(900.0, laplace_parameter=0.9, laplace_sensitivity=1000), "MAX_LOSS_POINTS = 8388608",

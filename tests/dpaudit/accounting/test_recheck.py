@@ -355,3 +355,33 @@ def test_a_prv_claim_whose_optimistic_pld_is_too_large_is_not_rechecked(monkeypa
     assert not result.ok and "NOT RECHECKED" in result.reason
     assert "optimistic PLD not computed on the interval 0.0001" in result.reason
     assert "MAX_CONNECT_DOTS_POINTS = 1000" in result.reason
+
+
+def test_dpaudit_verify_reports_an_out_of_memory_recheck_by_name(make_session, monkeypatch) -> None:
+    """The independent bound's arrays are limited one by one; the sum of many large leaves is not (a session of 100
+    Gaussians and 1,900 Laplace releases needed 3 GB at the recheck). Running out of memory there is NOT RECHECKED
+    (exit 1, named), not a MemoryError ending verify with exit 2."""
+    run_dir = _laplace_run(make_session, None)
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(importlib.import_module("dpaudit.accounting.recheck"), "epsilon_lower_bound", exhausted)
+    ok, detail = _recompose(run_dir)
+    assert not ok and "NOT RECHECKED" in detail and "out of memory" in detail
+    result = CliRunner().invoke(main, ["verify", str(run_dir), "--allow-not-for-release"])
+    assert result.exit_code == 1 and not isinstance(result.exception, Exception)
+    assert "out of memory" in result.output
+
+
+def test_a_gaussian_beyond_its_truncation_bound_is_not_the_plds_and_its_session_closes(make_session) -> None:
+    """A Gaussian release of ε = 300 at δ = 1e-6 on the default grid (Δ = 1025 grid units against a truncation bound
+    T = 613) composed with a Laplace: nearly all of its PLD's mass is at an infinite loss, which broke the PLD's
+    composition (an IndexError at the session's close: no certificate). The PLD refuses the leaf by name; the session
+    certifies with the other accountants and verifies."""
+    with make_session(epsilon=5000.0, delta=1e-5) as s:
+        s.gaussian(4.0, sensitivity=1.0, epsilon=300.0, delta=1e-6, label="g")
+        s.laplace(4.0, sensitivity=1.0, epsilon=1.0, label="l")
+    claim = json.loads((s.run_dir / "certificate.json").read_text())["claim"]
+    assert member_name(claim["attained_by"]) != "pld"
+    assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
