@@ -225,15 +225,20 @@ def _recompose(run_dir: Path) -> tuple[bool, str]:
     return check.ok, check.detail
 
 
+def _fails_naming(run_dir: Path, *needles: str) -> None:
+    """The recompose check fails naming every needle, and ``dpaudit verify`` exits 1 (not a traceback) naming them."""
+    ok, detail = _recompose(run_dir)
+    assert not ok and all(needle in detail for needle in needles), detail
+    result = CliRunner().invoke(main, ["verify", str(run_dir), "--allow-not-for-release"])
+    assert result.exit_code == 1 and not isinstance(result.exception, Exception)  # exit 1, not a traceback
+    assert all(needle in result.output for needle in needles), result.output
+
+
 def test_dpaudit_verify_reports_a_lower_bound_it_cannot_compute(make_session, monkeypatch) -> None:
     run_dir = _laplace_run(make_session, None)
     assert _recompose(run_dir)[0]
     monkeypatch.setattr(hockey_stick, "MAX_LEAF_POINTS", 1000)
-    ok, detail = _recompose(run_dir)
-    assert not ok and "NOT RECHECKED" in detail and "MAX_LEAF_POINTS = 1000" in detail
-    result = CliRunner().invoke(main, ["verify", str(run_dir), "--allow-not-for-release"])
-    assert result.exit_code == 1 and not isinstance(result.exception, Exception)  # exit 1, not a traceback
-    assert "MAX_LEAF_POINTS = 1000" in result.output
+    _fails_naming(run_dir, "NOT RECHECKED", "MAX_LEAF_POINTS = 1000")
 
 
 def test_dpaudit_verify_refuses_a_pld_claim_on_a_laplace_leaf_too_fine_to_enumerate(make_session) -> None:
@@ -247,11 +252,7 @@ def test_dpaudit_verify_refuses_a_pld_claim_on_a_laplace_leaf_too_fine_to_enumer
     assert _recompose(run_dir)[0]
     cert["claim"]["attained_by"] = "pld"
     (run_dir / "certificate.json").write_text(json.dumps(cert))
-    ok, detail = _recompose(run_dir)
-    assert not ok and "recomposition failed" in detail and "MAX_LAPLACE_SENSITIVITY = 4194304" in detail
-    result = CliRunner().invoke(main, ["verify", str(run_dir), "--allow-not-for-release"])
-    assert result.exit_code == 1 and not isinstance(result.exception, Exception)
-    assert "MAX_LAPLACE_SENSITIVITY" in result.output
+    _fails_naming(run_dir, "recomposition failed", "MAX_LAPLACE_SENSITIVITY = 4194304")
 
 
 # --- extreme but legal charges: verify rechecks them, never a traceback, never a genuine claim refused ---------------
@@ -326,10 +327,7 @@ def test_dpaudit_verify_reports_a_composed_law_it_cannot_hold(make_session, monk
     catch: exit 2), and verify fails with exit 1 saying NOT RECHECKED."""
     run_dir = _laplace_run(make_session, None)
     monkeypatch.setattr(hockey_stick, "MAX_COMPOSED_POINTS", 100)
-    ok, detail = _recompose(run_dir)
-    assert not ok and "NOT RECHECKED" in detail and "MAX_COMPOSED_POINTS = 100" in detail
-    result = CliRunner().invoke(main, ["verify", str(run_dir), "--allow-not-for-release"])
-    assert result.exit_code == 1 and not isinstance(result.exception, Exception)
+    _fails_naming(run_dir, "NOT RECHECKED", "MAX_COMPOSED_POINTS = 100")
 
 
 def test_a_lower_bound_of_zero_is_called_uninformative(monkeypatch) -> None:
@@ -367,11 +365,7 @@ def test_dpaudit_verify_reports_an_out_of_memory_recheck_by_name(make_session, m
         raise MemoryError
 
     monkeypatch.setattr(importlib.import_module("dpaudit.accounting.recheck"), "epsilon_lower_bound", exhausted)
-    ok, detail = _recompose(run_dir)
-    assert not ok and "NOT RECHECKED" in detail and "out of memory" in detail
-    result = CliRunner().invoke(main, ["verify", str(run_dir), "--allow-not-for-release"])
-    assert result.exit_code == 1 and not isinstance(result.exception, Exception)
-    assert "out of memory" in result.output
+    _fails_naming(run_dir, "NOT RECHECKED", "out of memory")
 
 
 def test_a_gaussian_beyond_its_truncation_bound_is_not_the_plds_and_its_session_closes(make_session) -> None:
