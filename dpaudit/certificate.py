@@ -168,19 +168,16 @@ def collect_assumptions(charges: Sequence[tuple[int, PrivacyEvent]], *, adaptive
             conditional :data:`FIXED_PARAMETERS`.
     """
     base = ADAPTIVE_PARAMETERS if adaptive else FIXED_PARAMETERS
-    every = [seq for seq, _ in charges]
-    found: dict[tuple[str, str], tuple[Assumption, list[int]]] = {(base.id, base.statement): (base, every)}
-    listed: dict[tuple[str, str], set[int]] = {(base.id, base.statement): set(every)}  # linear, any order
+    # each assumption's charges as an ordered set (dict keys): a charge whose leaves repeat one is listed once
+    found: dict[tuple[str, str], tuple[Assumption, dict[int, None]]] = {
+        (base.id, base.statement): (base, dict.fromkeys(seq for seq, _ in charges)),
+    }
     for seq, event in charges:
         for leaf, _ in event.leaves():
             assert isinstance(leaf, LeafEvent)
             for a in leaf.all_assumptions():
-                key = (a.id, a.statement)
-                seqs = found.setdefault(key, (a, []))[1]
-                if seq not in listed.setdefault(key, set()):
-                    listed[key].add(seq)
-                    seqs.append(seq)
-    return [{**a.to_dict(), "charges": seqs} for a, seqs in found.values()]
+                found.setdefault((a.id, a.statement), (a, {}))[1][seq] = None
+    return [{**a.to_dict(), "charges": list(seqs)} for a, seqs in found.values()]
 
 
 def compute_claim(records: Sequence[Record], accountant_name: str | None = None) -> dict[str, Any]:
