@@ -139,11 +139,15 @@ def leaf_size_reason(spec: LeafSpec, interval: float | None = None) -> str | Non
     """Why one leaf's PLD is too large to build on the grid ``interval`` (None: the finest of :data:`FOLDS`), or
     None if it is not, from its parameters alone, before anything is allocated: a discrete Gaussian's enumerated
     support 2⌈11.6σ⌉ + 2, a subsampled Gaussian's grid points (its loss range as dp_accounting's own tail bounds give
-    it, per direction: the connect-the-dots builder and the optimistic privacy-buckets one both walk it), and every
-    leaf's loss span w (discrete Gaussian Δ(2T + Δ)/σ², discrete Laplace 2aΔ) as w/h + 3 grid points (the two ends
-    rounded outwards, plus one). A non-finite size counts as above the limit."""
+    it, per direction: the connect-the-dots builder and the optimistic privacy-buckets one both walk it), a discrete
+    Laplace's Δ_γ + 1 enumerated outputs (on every grid: :data:`MAX_LAPLACE_SENSITIVITY`), and every leaf's loss span
+    w (discrete Gaussian Δ(2T + Δ)/σ², discrete Laplace 2aΔ) as w/h + 3 grid points (the two ends rounded outwards,
+    plus one). A non-finite size counts as above the limit."""
     if interval is None:
         interval = min(i for scheme in FOLDS.values() for i in scheme.intervals)
+    if isinstance(spec, PureSpec) and spec.laplace_sensitivity > MAX_LAPLACE_SENSITIVITY:
+        return (f"a discrete Laplace leaf of grid sensitivity {spec.laplace_sensitivity} is above "
+                f"MAX_LAPLACE_SENSITIVITY = {MAX_LAPLACE_SENSITIVITY} (its PLD enumerates every grid unit)")
     span, what = None, ""
     if isinstance(spec, DiscreteGaussianSpec):
         reach = math.ceil(11.6 * spec.sigma) if math.isfinite(spec.sigma) else math.inf
@@ -196,9 +200,6 @@ def unsupported_reason(counts: dict[LeafSpec, int], pessimistic: bool = True, si
             return "the discrete Gaussian PLD covers one-dimensional releases only"
         if isinstance(spec, PureSpec) and spec.laplace_parameter is None and not pessimistic:
             return "a generic pure-DP leaf has no exact PLD, so no optimistic (lower) estimate"
-        if isinstance(spec, PureSpec) and spec.laplace_sensitivity > MAX_LAPLACE_SENSITIVITY:
-            return (f"a discrete Laplace leaf of grid sensitivity {spec.laplace_sensitivity} is above "
-                    f"MAX_LAPLACE_SENSITIVITY = {MAX_LAPLACE_SENSITIVITY} (its PLD enumerates every grid unit)")
         if (isinstance(spec, ApproximateSpec) or (isinstance(spec, PureSpec) and spec.laplace_parameter is None)) \
                 and not spec.epsilon <= MAX_GENERIC_EPSILON:
             return (f"a generic leaf of epsilon {spec.epsilon:g} is above MAX_GENERIC_EPSILON = "

@@ -167,8 +167,9 @@ def _uninformative(lower: float) -> str:
 
 def _prv_vs_pld(counts: dict[LeafSpec, int], delta: float, claimed: float, ours: float) -> _Independent | None:
     """dp_accounting's optimistic PLD (a lower bound on ε) on :data:`OPTIMISTIC_INTERVAL`, finer than the PLD
-    accountant's grid, so the leaves are sized on it: a leaf too large there raises (NOT RECHECKED), it is never
-    passed over as unmodelled.
+    accountant's grid, so the leaves are sized on it: a leaf too large there (every limit of
+    :func:`~.pld.leaf_size_reason`, a discrete Laplace's Δ included) raises (NOT RECHECKED), it is never passed over
+    as unmodelled; only a tally with a leaf that has no exact PLD is not modelled (None).
 
     Raises:
         AccountingError: a leaf's PLD is too large to build on that grid (:func:`~.pld.leaf_size_reason`).

@@ -26,7 +26,15 @@ mechanism's curve is in this family, its ε at δ is at least ε_lb":
   weaker curve than the true one, so rejecting it rejects the true curve. ε at δ is read from the *optimistic* PLD
   (a lower bound; :meth:`SubsampledGaussianFamily.epsilon`). Both directions are conservative. (The certified
   lower bound of :mod:`dpaudit.accounting.hockey_stick` was tried and is too loose here: 0.33 against the PLD's
-  0.71 at q = 0.01, σ = 1, 100 steps, δ = 1e-5.)
+  0.71 at q = 0.01, σ = 1, 100 steps, δ = 1e-5.) A member whose PLD leaf is too large to build
+  (:func:`dpaudit.accounting.pld.leaf_size_reason` on the audit's grid: the connect-the-dots points pass
+  ``MAX_CONNECT_DOTS_POINTS`` below σ ≈ 0.13 at q = 1 and σ ≈ 0.077 at q ≤ 0.5, i.e. above θ ≈ 7.7 to 13, below
+  :attr:`~SubsampledGaussianFamily.theta_max` = 20; σ = 0.03 took 43 s and 1 GB) is tested against
+  :data:`UNREJECTABLE`, the weakest curve f = 0, which every mechanism satisfies, so no outcome rejects it: such a
+  θ is never reported, the bisection (:func:`dpaudit.audit.fdp.largest_rejected`) keeps a θ whose own curve was
+  built and rejected, and ε_lb can only drop (at worst to the ε of the largest member that can be built), never
+  rise: still a lower bound. Treating such a θ as rejected would report a leakage no test showed.
+  :meth:`SubsampledGaussianFamily.epsilon` refuses such a θ by name.
 * :class:`ApproxDpFamily` (θ = ε): the (ε, δ)-DP curve; ε_lb then needs no assumption on the curve's shape.
 """
 
@@ -41,7 +49,7 @@ from scipy import special
 
 from dpaudit.accounting import pld
 from dpaudit.accounting.charges import PoissonGaussianSpec
-from dpaudit.errors import InvalidParameter
+from dpaudit.errors import AccountingError, InvalidParameter
 from dpaudit.validation import check_count, check_delta, check_nonnegative, check_probability
 
 #: bisection width (absolute) for ε(μ, δ) of the Gaussian family; the lower end is reported
@@ -95,6 +103,10 @@ def approx_dp_curve(epsilon: float, delta: float) -> ProfileCurve:
     return ProfileCurve(np.array([epsilon]), np.array([delta]))
 
 
+#: f = f_{0,1} = 0, the weakest trade-off curve (f̄⁻¹ = 0): every mechanism satisfies it, so no outcome rejects it
+UNREJECTABLE = approx_dp_curve(0.0, 1.0)
+
+
 def gaussian_delta(mu: float, epsilon: float) -> float:
     """δ(ε) of μ-GDP: Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (Dong et al. 2022, Cor. 2.13), in log space for large ε."""
     if mu == 0:
@@ -129,8 +141,20 @@ class GaussianFamily:
         return lo
 
 
+def _size_reason(sample_rate: float, noise_multiplier: float) -> str | None:
+    """Why the subsampled Gaussian's PLD leaf is too large to build on the audit's grid (None: it is not)."""
+    return pld.leaf_size_reason(PoissonGaussianSpec(sample_rate, noise_multiplier), pld.VALUE_DISCRETIZATION_INTERVAL)
+
+
 def _composed(sample_rate: float, noise_multiplier: float, steps: int, pessimistic: bool):
-    """``steps`` self-compositions of the subsampled Gaussian's PLD (not kept in the accountant's cache)."""
+    """``steps`` self-compositions of the subsampled Gaussian's PLD (not kept in the accountant's cache).
+
+    Raises:
+        AccountingError: the leaf is too large to build (:func:`_size_reason`).
+    """
+    too_large = _size_reason(sample_rate, noise_multiplier)
+    if too_large is not None:
+        raise AccountingError(f"the f-DP audit's subsampled-Gaussian curve is not built: {too_large}")
     leaf = pld.leaf_pld(PoissonGaussianSpec(sample_rate, noise_multiplier), pessimistic,
                         pld.VALUE_DISCRETIZATION_INTERVAL)
     return leaf if steps == 1 else leaf.self_compose(steps)
@@ -160,13 +184,20 @@ class SubsampledGaussianFamily:
         object.__setattr__(self, "name", f"poisson-subsampled gaussian (q={self.sample_rate:g}, steps={self.steps})")
 
     def curve(self, theta: float) -> GaussianCurve | ProfileCurve:
+        """The member's curve, or :data:`UNREJECTABLE` where its PLD is too large to build (module docstring)."""
         if theta == 0:
             return GaussianCurve(0.0)  # σ = ∞: the identity curve, perfect privacy
+        if _size_reason(self.sample_rate, 1.0 / theta) is not None:
+            return UNREJECTABLE
         return _subsampled_profile(self.sample_rate, 1.0 / theta, self.steps)
 
     def epsilon(self, theta: float, delta: float) -> float:
         """A lower bound on the ε at δ of the family member: dp_accounting's *optimistic* PLD (losses rounded down,
-        truncated mass dropped), read at δ plus ten times its estimated FFT error, so rounding can only lower it."""
+        truncated mass dropped), read at δ plus ten times its estimated FFT error, so rounding can only lower it.
+
+        Raises:
+            AccountingError: the member's PLD is too large to build (module docstring).
+        """
         check_delta(delta, allow_zero=False)
         if theta == 0:
             return 0.0

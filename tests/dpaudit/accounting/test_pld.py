@@ -440,6 +440,18 @@ def test_a_discrete_laplace_leaf_too_fine_to_enumerate_is_unsupported_by_name() 
     assert get_accountant("tightest").epsilon_of_tally({above: 3}, 1e-6) == pytest.approx(1.5)
 
 
+def test_the_laplace_sensitivity_limit_is_a_size_limit_on_every_grid() -> None:
+    """The Δ limit bounds how much the PLD enumerates, so it is one of :func:`leaf_size_reason`'s limits (whatever
+    the grid: the Δ + 1 outputs do not depend on it), and a caller that sizes leaves itself (``sized=False``, the
+    recheck's optimistic PLD) meets it there instead of being told the leaf is not modelled."""
+    limit = pld_module.MAX_LAPLACE_SENSITIVITY
+    at, above = (PureSpec(0.5, laplace_parameter=0.5 / d, laplace_sensitivity=d) for d in (limit, limit + 1))
+    for interval in (None, 1e-4, 1.0):
+        assert pld_module.leaf_size_reason(at, interval) is None
+        assert "MAX_LAPLACE_SENSITIVITY = 4194304" in pld_module.leaf_size_reason(above, interval)
+    assert pld_module.unsupported_reason({above: 3}, pessimistic=False, sized=False) is None
+
+
 @pytest.mark.parametrize("generic", [PureSpec(710.0), ApproximateSpec(710.0, 1e-9)])
 def test_a_generic_leaf_whose_exp_epsilon_overflows_is_unsupported_by_name(generic) -> None:
     """dp_accounting builds a generic leaf's PLD from exp(ε), which overflows beyond ε ≈ 709.78: the PLD refuses such

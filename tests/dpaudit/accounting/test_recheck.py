@@ -255,6 +255,23 @@ def test_dpaudit_verify_refuses_a_pld_claim_on_a_laplace_leaf_too_fine_to_enumer
     _fails_naming(run_dir, "recomposition failed", "MAX_LAPLACE_SENSITIVITY = 4194304")
 
 
+def test_a_laplace_leaf_too_fine_for_the_optimistic_pld_is_not_rechecked(make_session, monkeypatch) -> None:
+    """The prv claim's independent check (dp_accounting's optimistic PLD) models the discrete Laplace exactly, so a
+    Laplace leaf above MAX_LAPLACE_SENSITIVITY is a leaf too large for it, not one it does not model: with a prv
+    accountant that takes the tally (Opacus's takes only the subsampled Gaussian, so this stands for any extension)
+    the claim is NOT RECHECKED naming the limit. It was passed over as "no independent implementation" (the limit
+    was checked with the unmodelled kinds, before the re-check's own sizing) and verify called the run valid."""
+    run_dir = _laplace_run(make_session, 2.0**-30)
+    cert = json.loads((run_dir / "certificate.json").read_text())
+    cert["claim"]["attained_by"] = "prv"
+    (run_dir / "certificate.json").write_text(json.dumps(cert))
+    prv_class = type(get_accountant("prv"))
+    monkeypatch.setattr(prv_class, "_unsupported_reason", lambda self, counts: None)
+    monkeypatch.setattr(prv_class, "_epsilon_for", lambda self, counts, delta: get_accountant("basic")
+                        .epsilon_of_tally(counts, delta))
+    _fails_naming(run_dir, "NOT RECHECKED", "optimistic PLD not computed", "MAX_LAPLACE_SENSITIVITY = 4194304")
+
+
 # --- extreme but legal charges: verify rechecks them, never a traceback, never a genuine claim refused ---------------
 
 def test_dpaudit_verify_refuses_a_pld_claim_on_a_discrete_gaussian_too_fine_to_build(make_session) -> None:

@@ -8,9 +8,12 @@ import numpy as np
 import pytest
 from scipy import optimize, special
 
-from dpaudit.accounting import get_accountant
+from dpaudit.accounting import get_accountant, pld
 from dpaudit.accounting.charges import PoissonGaussianSpec
+from dpaudit.audit.fdp import fdp_rejects, fdp_theta
+from dpaudit.audit.steinke import GuessCounts
 from dpaudit.audit.tradeoff import (
+    UNREJECTABLE,
     ApproxDpFamily,
     GaussianCurve,
     GaussianFamily,
@@ -19,7 +22,7 @@ from dpaudit.audit.tradeoff import (
     approx_dp_curve,
     gaussian_delta,
 )
-from dpaudit.errors import InvalidParameter
+from dpaudit.errors import AccountingError, InvalidParameter
 
 
 def direct_inverse(f, y: float) -> float:
@@ -99,3 +102,33 @@ def test_families_refuse_bad_parameters():
         ApproxDpFamily(1e-5).epsilon(1.0, 1e-6)
     with pytest.raises(InvalidParameter, match="profile"):
         ProfileCurve(np.array([1.0]), np.array([0.1, 0.2]))
+
+
+@pytest.mark.parametrize("outcome", [GuessCounts(1, 1, 1), GuessCounts(100, 40, 40), GuessCounts(10_000, 500, 500),
+                                     GuessCounts(1000, 1000, 999)])
+def test_the_weakest_curve_is_never_rejected(outcome):
+    """f = 0 (f̄⁻¹ = 0) is every mechanism's curve, so Algorithm 3 must not reject it even for perfect guessing."""
+    assert UNREJECTABLE.inverse_complement(0.3) == 0.0
+    assert not fdp_rejects(UNREJECTABLE, outcome, 0.05)
+
+
+def test_a_member_too_large_to_build_is_not_rejected_so_the_bound_only_drops(monkeypatch):
+    """q = 0.5, one step, 40 of 40 guesses right among 100 canaries: θ = 1/σ = 1 is rejected (the old code reported
+    θ = 1.53). With the connect-the-dots limit lowered to 35 000 points (θ = 1 needs 51 230) no leaf above the limit
+    is built, θ = 1 is tested against the weakest curve and not rejected, the bisection keeps a θ below it whose own
+    curve was built and rejected, and its ε is below θ = 1's: a lower bound still. The ε of a member too large to
+    build is refused by name."""
+    family, outcome = SubsampledGaussianFamily(0.5, 1), GuessCounts(100, 40, 40)
+    monkeypatch.setattr(pld, "MAX_CONNECT_DOTS_POINTS", 35_000)
+    built, leaf_pld = [], pld.leaf_pld
+    monkeypatch.setattr(pld, "leaf_pld", lambda spec, *args: built.append(spec) or leaf_pld(spec, *args))
+    theta, index = fdp_theta(family, [outcome], 0.05)
+    assert index == 0 and 0.5 < theta < 1.0
+    assert built and all(pld.leaf_size_reason(spec, pld.VALUE_DISCRETIZATION_INTERVAL) is None for spec in built)
+    assert fdp_rejects(family.curve(theta), outcome, 0.05) and not fdp_rejects(family.curve(1.0), outcome, 0.05)
+    with pytest.raises(AccountingError, match="MAX_CONNECT_DOTS_POINTS = 35000"):
+        family.epsilon(1.0, 1e-5)
+    lower = family.epsilon(theta, 1e-5)
+    monkeypatch.undo()
+    assert fdp_rejects(family.curve(1.0), outcome, 0.05)
+    assert 0 < lower < family.epsilon(1.0, 1e-5)
