@@ -36,6 +36,7 @@ from dpaudit.ledger import Record
 from dpaudit.nist_fields import FIELD as NIST_FIELD
 from dpaudit.nist_fields import nist_fields
 from dpaudit.provenance import package_versions
+from dpaudit.record_index import of_type
 from dpaudit.records import (
     ABORTED,
     CHARGE,
@@ -138,7 +139,7 @@ def charged_events(records: Sequence[Record]) -> list[tuple[int, PrivacyEvent]]:
         LedgerError: a malformed charge body.
         DPAuditError: an event that does not decode.
     """
-    return [(r.seq, ChargeBody.from_dict(r.body).privacy_event()) for r in records if r.type == CHARGE]
+    return [(r.seq, ChargeBody.from_dict(r.body).privacy_event()) for r in of_type(records, CHARGE)]
 
 
 def session_filter(described: Mapping[str, Any] | None, budget: Mapping[str, Any]) -> RenyiFilter | None:
@@ -238,7 +239,7 @@ def build_certificate(records: Sequence[Record], *, key, plugins: Mapping[str, s
     charges = charged_events(records)
     assumptions = collect_assumptions(charges, adaptive=session_filter(opened.adaptive, opened.budget) is not None)
     mechanisms = Counter(f"{body.plugin}/{body.mechanism}" for body in
-                         (ChargeBody.from_dict(r.body) for r in records if r.type == CHARGE))
+                         (ChargeBody.from_dict(r.body) for r in of_type(records, CHARGE)))
     randomness = opened.randomness
     public_pem = public_key_pem(key)
     claim = compute_claim(records)

@@ -24,6 +24,7 @@ from dpaudit.display import COMPONENT_DIGITS, round_up
 from dpaudit.errors import DPAuditError
 from dpaudit.events import PrivacyEvent, compose
 from dpaudit.ledger import Record
+from dpaudit.record_index import of_type
 from dpaudit.records import CHARGE, ChargeBody, OpenBody
 
 ADAPTIVE_NOTE = "n/a: adaptive session, only the Rényi filter's budget is certified (parameters were not fixed)"
@@ -43,11 +44,10 @@ def group_charges(records: Sequence[Record], decoded: Mapping[int, PrivacyEvent]
         DPAuditError: a charge body or event does not decode.
     """
     groups: OrderedDict[str, list[PrivacyEvent]] = OrderedDict()
-    for r in records:
-        if r.type == CHARGE:
-            body = ChargeBody.from_dict(r.body)
-            event = body.privacy_event() if decoded is None else decoded[r.seq]
-            groups.setdefault(component_key(body.plugin, body.mechanism), []).append(event)
+    for r in of_type(records, CHARGE):
+        body = ChargeBody.from_dict(r.body)
+        event = body.privacy_event() if decoded is None else decoded[r.seq]
+        groups.setdefault(component_key(body.plugin, body.mechanism), []).append(event)
     return groups
 
 

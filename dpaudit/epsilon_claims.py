@@ -42,6 +42,7 @@ from typing import Any
 from dpaudit.errors import DPAuditError
 from dpaudit.events import PrivacyEvent, compose
 from dpaudit.ledger import Record
+from dpaudit.record_index import of_type
 from dpaudit.records import INFO, RELEASE
 from dpaudit.tolerance import within
 
@@ -53,9 +54,7 @@ REQUIRED_KEY = "release_claims_required"
 def stated_claims(records: Sequence[Record], claim_key: str = CLAIM_KEY) -> list[tuple[int, str, Mapping[str, Any]]]:
     """(seq, key, statement) of every ``info`` statement that carries ``claim_key`` (default an ``epsilon_claim``)."""
     found = []
-    for r in records:
-        if r.type != INFO:  # (first: ``isinstance`` with an abstract class, per record of 10⁵, is not free)
-            continue
+    for r in of_type(records, INFO):
         info = r.body.get("info")
         if isinstance(info, Mapping):
             found += [(r.seq, key, value) for key, value in info.items()
@@ -73,8 +72,8 @@ def release_claim_problems(records: Sequence[Record],
         return problems, 0
     events = dict(charges)
     latest: dict[str, list[tuple[int, Any, Any]]] = {}
-    for r in records:
-        if r.type == RELEASE and isinstance(r.body, Mapping) and isinstance(r.body.get("label"), str):
+    for r in of_type(records, RELEASE):
+        if isinstance(r.body, Mapping) and isinstance(r.body.get("label"), str):
             latest.setdefault(r.body["label"], []).append((r.seq, r.body.get("output"), r.body.get("charge_seq")))
     for seq, key, statement in claims:
         where = f"record {seq} ({key})"
@@ -130,9 +129,7 @@ def _requirement_problems(records: Sequence[Record]) -> list[str]:
     docstring). A plan applies from its record until the next statement under the same key (None: no plan)."""
     problems: list[str] = []
     plans: dict[str, tuple[int, Mapping[str, Any], set[str]]] = {}
-    for r in records:
-        if r.type != INFO:
-            continue
+    for r in of_type(records, INFO):
         info = r.body.get("info")
         if not isinstance(info, Mapping):
             continue

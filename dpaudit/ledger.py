@@ -278,6 +278,9 @@ class _Repeats:
 
     Remembering costs an encoding of the members, so after n lines in a row without the shortcut only the lines
     numbered by a power of two are learnt from (a ledger whose members never repeat pays for about log n of them).
+
+    A reader keeps one per record type (:func:`_repeats_for`): the members a charge repeats are searched for in
+    charge lines only, and a release line, whose body holds no large member, is not searched at all.
     """
 
     _NONCE = "dpaudit-member-" + secrets.token_hex(16)
@@ -337,6 +340,23 @@ class _Repeats:
         return obj
 
 
+#: what a canonical line ends with: its ``"type"`` member (the last of its keys, sorted) and the closing brace
+_TYPE_MEMBER = ',"type":'
+#: the most record types a read keeps a :class:`_Repeats` of apart; lines of further types share one
+MAX_REPEAT_TYPES = 16
+
+
+def _repeats_for(text: str, kept: dict[str, _Repeats]) -> _Repeats:
+    """The :class:`_Repeats` of the line ``text``'s record type, from ``kept`` (one read's). The type is read from
+    the line's tail, where a canonical line has it; that is a hint only: a line whose tail says otherwise gets
+    another type's, or the shared one, and any shortcut is still checked in full (:meth:`_Repeats.parse`)."""
+    tail = text[text.rfind(_TYPE_MEMBER):]
+    repeats = kept.get(tail)
+    if repeats is None:
+        repeats = kept.setdefault(tail if len(kept) < MAX_REPEAT_TYPES else "", _Repeats())
+    return repeats
+
+
 #: fullmatch of 64 lowercase hex digits (:data:`dpaudit.canonical.SHA256_HEX`), and of two such digests in a row
 _HEX64 = canonical.SHA256_HEX.fullmatch
 _HEX128 = re.compile(r"[0-9a-f]{128}").fullmatch
@@ -390,13 +410,14 @@ def _parse_lines(lines: list[bytes | None], tail: bytes | None) -> _Parsed:
     longer than :data:`MAX_LINE_BYTES`, never read whole."""
     records: list[Record] = []
     problems: list[str] = []
-    repeats = _Repeats()
+    repeats: dict[str, _Repeats] = {}  # by record type (_repeats_for)
     for n, raw in enumerate(lines, start=1):
         if raw is None:
             problems.append(f"line {n}: {MALFORMED}: longer than {MAX_LINE_BYTES} bytes")
             continue
         try:
-            records.append(_record_of_line(raw.decode("utf-8"), raw, repeats))
+            text = raw.decode("utf-8")
+            records.append(_record_of_line(text, raw, _repeats_for(text, repeats)))
         except (UnicodeDecodeError, LedgerError) as err:
             problems.append(f"line {n}: {MALFORMED}: {err}")
     line_problems = list(problems)

@@ -29,6 +29,7 @@ from dpaudit.display import CLAIM_DIGITS, round_up, show, show_delta
 from dpaudit.errors import DPAuditError, InvalidParameter
 from dpaudit.events import PrivacyEvent, compose
 from dpaudit.ledger import Record
+from dpaudit.record_index import of_type
 from dpaudit.records import INFO, RELEASE, InfoBody, OpenBody
 from dpaudit.tolerance import within
 
@@ -129,7 +130,7 @@ def _floating_point(assumptions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def _tuning(records: Sequence[Record], tallied: tuple[Any, dict[Any, int]] | None) -> dict[str, Any]:
     from dpaudit.accounting.charges import RepeatSelectSpec
 
-    selectors = sorted({body.plugin for body in (InfoBody.from_dict(r.body) for r in records if r.type == INFO)
+    selectors = sorted({body.plugin for body in (InfoBody.from_dict(r.body) for r in of_type(records, INFO))
                         if isinstance(body.info.get("selected"), Mapping)})
     repeat = tallied is not None and any(isinstance(spec, RepeatSelectSpec) for spec in tallied[1])
     if not selectors and not repeat:
@@ -154,7 +155,7 @@ def warning_size(records: Sequence[Record], events: Sequence[PrivacyEvent]) -> i
     writes in its info record (:func:`dpaudit.tuning.training.record_run`), since a Poisson DP-SGD charge declares
     no data size. Only the warning reads the recorded sizes: the certificate's ``data_size`` field stays the
     charges' (so that certificates made before keep verifying)."""
-    recorded = [size for r in records if r.type == INFO
+    recorded = [size for r in of_type(records, INFO)
                 for size in [InfoBody.from_dict(r.body).info.get("dataset_size")]
                 if isinstance(size, int) and not isinstance(size, bool) and size > 0]
     sizes = [n for n in (data_size(events), *recorded) if n is not None]
@@ -176,7 +177,7 @@ def nist_fields(records: Sequence[Record], claim: Mapping[str, Any], assumptions
     """
     opened = OpenBody.from_dict(records[0].body if records else None)
     declared = opened.declarations or {}
-    releases = sum(1 for r in records if r.type == RELEASE)
+    releases = len(of_type(records, RELEASE))
     adaptive = opened.adaptive is not None
     tallied = _tally(events) if events else None  # composed and tallied once, for the guarantee and the tuning
     return {

@@ -126,7 +126,8 @@ def _names(body: Mapping[str, Any], kind: str, name: str) -> tuple[str, ...]:
     return tuple(values)
 
 
-_Parsed = dict[tuple[int, type], tuple[Any, Any]]
+#: per body class, the parse of each body object by its id; and the bodies parsed, kept alive with their parses
+_Parsed = tuple[dict[type, dict[int, Any]], list[Any]]
 _KEPT: ContextVar[_Parsed | None] = ContextVar("dpaudit_bodies_kept", default=None)
 
 
@@ -140,7 +141,7 @@ def bodies_kept() -> Iterator[None]:
     the bodies, so no identity is reused meanwhile, and they are dropped when the block ends. Sound because record
     bodies are never mutated (:class:`dpaudit.ledger.Record`); a body that fails to parse is parsed (and fails) again.
     """
-    token = _KEPT.set({})
+    token = _KEPT.set(({}, []))
     try:
         yield
     finally:
@@ -154,10 +155,15 @@ def _parsed_once(cls: type, body: Any, parse: Callable[[Any], Any]) -> Any:
     kept = _KEPT.get()
     if kept is None:
         return parse(body)
-    found = kept.get((id(body), cls))
-    if found is None:
-        found = kept[(id(body), cls)] = (body, parse(body))
-    return found[1]
+    parsed, alive = kept
+    by_id = parsed.get(cls)
+    if by_id is None:
+        by_id = parsed[cls] = {}
+    found = by_id.get(id(body), _ABSENT)  # (a parse may be None: no problem found)
+    if found is _ABSENT:
+        found = by_id[id(body)] = parse(body)
+        alive.append(body)
+    return found
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ from dpaudit.nist_fields import checked_fields
 from dpaudit.progress import progress
 from dpaudit.prov import PROV_FILE, prov_bytes
 from dpaudit.public_values import CONFIDENTIAL_KEYS, find_confidential
+from dpaudit.record_index import records_indexed
 from dpaudit.records import CHARGE, OPEN, RELEASE, ReleaseBody, bodies_kept
 from dpaudit.registry import ensure_formulas
 from dpaudit.report import REPORT_FILES, report_from
@@ -123,6 +124,7 @@ class VerificationReport:
 
 @cyclic_gc_paused()  # objects kept per record: full collections would walk them all (dpaudit/gcpause.py)
 @bodies_kept()  # the checks and the regenerated report parse each charge and release body once
+@records_indexed()  # the checks that read a few record types select them once (dpaudit/record_index.py)
 def verify_bundle(bundle: Path, *, allow_not_for_release: bool = False,
                   trust: KeyTrust | None = None, in_toto: Path | None = None,
                   run_id: str | None = None) -> VerificationReport:

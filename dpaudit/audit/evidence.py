@@ -49,6 +49,7 @@ from dpaudit.audit.tradeoff import ApproxDpFamily, Family, GaussianFamily, Subsa
 from dpaudit.display import plural
 from dpaudit.errors import DPAuditError, InvalidParameter
 from dpaudit.events import GaussianEvent, PoissonSubsampledGaussianEvent, PrivacyEvent
+from dpaudit.record_index import of_type
 from dpaudit.records import INFO, OPEN, RELEASE
 
 if TYPE_CHECKING:
@@ -125,8 +126,8 @@ def record_evidence(session: PluginSession, kind: str, *, charge_seq: int, commi
 
 def audits(records: Sequence[Record]) -> list[tuple[int, Mapping[str, Any]]]:
     """(seq, body) of every ``audit`` info record."""
-    return [(r.seq, r.body["info"]["audit"]) for r in records
-            if r.type == INFO and isinstance(r.body.get("info"), Mapping) and "audit" in r.body["info"]]
+    return [(r.seq, r.body["info"]["audit"]) for r in of_type(records, INFO)
+            if isinstance(r.body.get("info"), Mapping) and "audit" in r.body["info"]]
 
 
 def _close(recorded: Any, recomputed: float) -> bool:
@@ -283,14 +284,16 @@ def audit_problems(records: Sequence[Record],
                    charges: Sequence[tuple[int, PrivacyEvent]]) -> tuple[list[str], str | None]:
     """The ``audit`` check (module docstring): (problems, the check's line when there are none; None: the ledger
     holds no audit record and no commitment, so the check has nothing to say)."""
-    events = dict(charges)
-    committed_at = [(r.seq, r.body["info"]["audit_commitment"]) for r in records
-                    if r.type == INFO and isinstance(r.body.get("info"), Mapping)
+    committed_at = [(r.seq, r.body["info"]["audit_commitment"]) for r in of_type(records, INFO)
+                    if isinstance(r.body.get("info"), Mapping)
                     and isinstance(r.body["info"].get("audit_commitment"), str)]
+    found = audits(records)
+    if not found and not committed_at:
+        return [], None
+    events = dict(charges)
     problems: list[str] = []
     used: dict[int, int] = {}  # commitment record → the audit record that answers it
     levels: set[float] = set()
-    found = audits(records)
     for seq, audit in found:
         where = f"audit record {seq}"
         if not isinstance(audit, Mapping):
@@ -335,7 +338,7 @@ def audit_problems(records: Sequence[Record],
                  if not _close(audit.get(name), value)]
         if wrong:
             problems.append(f"{where}: " + "; ".join(wrong))
-    acted = [r.seq for r in records if r.type == RELEASE] + list(events)
+    acted = [r.seq for r in of_type(records, RELEASE)] + list(events)
     idle = []
     for at, _ in committed_at:
         if at in used:
@@ -346,8 +349,6 @@ def audit_problems(records: Sequence[Record],
                             "released after it (an audit whose evidence is missing: selective reporting)")
         else:
             idle.append(at)
-    if not found and not committed_at:
-        return problems, None
     shown = ", ".join(str(level) for level in sorted(levels, key=str))
     line = (f"{plural(len(found), 'audit')}: level {shown}; committed design, epsilon_cert, both tests' epsilon_lb "
             "and the last-iterate heuristic (DP-SGD) recomputed" if found else "no audit record")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpaudit.data.catalog import DataSet, catalog_entry, load
 from dpaudit.errors import InvalidParameter, PluginError
+from dpaudit.record_index import of_type
 from dpaudit.records import CHARGE, INFO, OPEN
 from dpaudit.sensitivity import Neighbouring
 
@@ -110,10 +111,10 @@ def access_problems(records: Sequence[Record]) -> list[str]:
                 for name in (opened.get(role) if isinstance(opened.get(role), list) else []) if isinstance(name, str)}
     accessed: dict[str, set[str]] = {}
     problems: list[str] = []
-    for record in records[1:]:
-        if record.type != INFO and record.type != CHARGE:  # (first: 10⁵ releases hold nothing checked here)
-            continue
+    for record in of_type(records, INFO, CHARGE):  # (records[0] is the open record)
         body = record.body if isinstance(record.body, Mapping) else {}
+        if record.type == CHARGE and body.get("data", []) == []:  # names no data: nothing to check (10⁵ of them)
+            continue
         plugin = body.get("plugin") if isinstance(body.get("plugin"), str) else repr(body.get("plugin"))
         info = body.get("info")
         if record.type == INFO and isinstance(info, Mapping) and "data_access" in info:

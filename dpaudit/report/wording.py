@@ -133,7 +133,9 @@ def _released_lines(model: Mapping[str, Any]) -> list[str]:
     values: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for rel in model["released"]:
         value = rel["value"]
-        if isinstance(value, Mapping) and "model_sha256" in value:
+        # (a float or an int first: an ``isinstance`` with an abstract class per value of 10⁵ is not free)
+        if type(value) is not float and type(value) is not int and isinstance(value, Mapping) \
+                and "model_sha256" in value:
             n = value.get("n_parameters")
             size = f", {plural(n, 'parameter')}" if isinstance(n, int) else ""
             lines.append(f"Trained model ({rel['plugin']} / {rel['mechanism']}, charge {rel['charge_seq']}: "

@@ -835,6 +835,53 @@ def test_a_line_naming_the_readers_marker_is_read_as_written(tmp_path: Path) -> 
     assert records[1].body == body
 
 
+def _ledger_of_types(path: Path, entries: list[tuple[str, dict]]) -> None:
+    with Ledger.create(path) as ledger:
+        for rtype, body in entries:
+            ledger.append(rtype, body)
+
+
+def test_each_record_type_remembers_its_own_members(tmp_path: Path) -> None:
+    """The reader keeps remembered members per record type (read from the line's tail): charges repeating one event
+    between releases that hold none, and info lines repeating another, share their type's member; every line is read
+    as written."""
+    path = tmp_path / "l.jsonl"
+    entries = []
+    for i in range(6):
+        entries += [("charge", {"event": EVENT, "n": i}), ("release", {"charge_seq": 2 * i, "output": float(i)}),
+                    ("info", {"info": OTHER, "n": i})]
+    _ledger_of_types(path, entries)
+    records, problems = read_records(path)
+    assert problems == [] and verify_chain(records) == [] and records == _read_each_line_alone(path)
+    charges = [r for r in records if r.type == "charge"]
+    infos = [r for r in records if r.type == "info"]
+    assert all(r.body["event"] is charges[0].body["event"] for r in charges)
+    assert all(r.body["info"] is infos[0].body["info"] for r in infos)
+
+
+@pytest.mark.parametrize("rtype", ['charge","type":"release', 'x,"type":"charge"}', "charge\n"])
+def test_a_type_whose_text_names_another_type_is_read_as_written(tmp_path: Path, rtype: str) -> None:
+    """Attack on the type hint: a record type whose escaped text holds ``,"type":`` or another type's tail. The hint
+    picks which remembered members are tried; the record read is the line's."""
+    path = tmp_path / "l.jsonl"
+    _ledger_of_types(path, [("charge", {"event": EVENT}), (rtype, {"event": EVENT, "n": 1}),
+                            ("charge", {"event": OTHER}), (rtype, {"event": OTHER, "n": 2})])
+    records, problems = read_records(path)
+    assert problems == [] and records == _read_each_line_alone(path)
+    assert [r.type for r in records] == ["charge", rtype, "charge", rtype]
+
+
+def test_more_record_types_than_kept_apart_share_one(tmp_path: Path) -> None:
+    """Beyond ledger.MAX_REPEAT_TYPES distinct types the lines share one remembered set: still read as written."""
+    path = tmp_path / "l.jsonl"
+    types = [f"kind-{i}" for i in range(ledger_module.MAX_REPEAT_TYPES + 5)]
+    _ledger_of_types(path, [(rtype, {"event": EVENT, "n": i}) for i, rtype in enumerate(types * 2)])
+    records, problems = read_records(path)
+    assert problems == [] and verify_chain(records) == [] and records == _read_each_line_alone(path)
+    first = {id(r.body["event"]) for r in records[:len(types)]}
+    assert all(id(r.body["event"]) in first for r in records[len(types):])  # the second round took the shortcut
+
+
 # the fast parser (``ledger._fast_parse``, orjson) is used only where json's canonical re-encoding of its parse is the
 # line; these are lines where orjson and json disagree, each read as json reads it
 

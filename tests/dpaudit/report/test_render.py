@@ -8,6 +8,8 @@ import random
 import subprocess
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpaudit.display import show
 from dpaudit.ledger import read_records
@@ -325,3 +327,24 @@ def test_released_cells_read_as_released_value_reads_them(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(render_module, "type", lambda v: int if isinstance(v, int) else v.__class__, raising=False)
     assert [render_module._released_cell(i) for i in items] != expected
+
+
+_JSON_LIKE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: (st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+                   | st.tuples(inner, inner) | st.dictionaries(st.integers(), inner, max_size=2)),
+    max_leaves=25)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(_JSON_LIKE)
+def test_the_indenting_writer_is_jsons_own(value):
+    """report.json's indented values (the certificate, its assumptions) are written with json's C encoder per
+    scalar; the text must be json's indenting encoder's, with every line after the first indented by the pad: any
+    value a model can hold, NaN and infinities, escapes, empty and nested containers, tuples and non-string keys
+    (handed to json itself) included."""
+    from dpaudit.report.render import _indented
+
+    for pad in ("", "  "):
+        assert _indented(value, pad) == json.dumps(value, indent=2, sort_keys=True,
+                                                   ensure_ascii=False).replace("\n", "\n" + pad)
