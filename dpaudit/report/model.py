@@ -159,14 +159,15 @@ def report_from(records: list[Record], certificate: dict[str, Any] | None, run_d
                 selected.append({"seq": r.seq, "plugin": body.plugin, "hyperparameters": dict(body.info["selected"])})
         elif r.type == CLOSE:
             close_status = CloseBody.from_dict(r.body).status
-    labels = {e["seq"]: e["label"] for e in events}
-    for rel in released:
-        rel["label"] = rel["label"] or labels.get(rel["charge_seq"], "")
-    groups: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
-    members: OrderedDict[tuple[str, str], list[PrivacyEvent]] = OrderedDict()
+    labels: dict[Any, str] | None = None  # the charges' labels by seq, for a release without its own (built once)
     per_charge: dict[int, int] = {}
     for rel in released:
+        if not rel["label"]:
+            labels = {e["seq"]: e["label"] for e in events} if labels is None else labels
+            rel["label"] = labels.get(rel["charge_seq"], "")
         per_charge[rel["charge_seq"]] = per_charge.get(rel["charge_seq"], 0) + 1
+    groups: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+    members: OrderedDict[tuple[str, str], list[PrivacyEvent]] = OrderedDict()
     for e in events:
         e["releases"] = per_charge.get(e["seq"], 0)
         key = (e["plugin"], e["mechanism"])

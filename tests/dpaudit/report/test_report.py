@@ -123,3 +123,20 @@ def test_a_malformed_certificate_fails_cleanly_and_verify_says_so(make_session, 
     (s.run_dir / "certificate.json").write_text(json.dumps(cert))
     checks = {c.name: c for c in verify_bundle(s.run_dir, allow_not_for_release=True).checks}
     assert not checks["reports"].ok and "cannot regenerate the reports" in checks["reports"].detail
+
+
+def test_a_release_without_a_label_shows_its_charges(make_session):
+    """A release record whose label is empty is listed under its charge's label; one with its own keeps it."""
+    from dataclasses import replace
+
+    from dpaudit.ledger import read_records
+    from dpaudit.report.model import report_from
+
+    with make_session(epsilon=5.0, delta=1e-5) as s:
+        s.laplace(1.0, sensitivity=1.0, epsilon=0.1, label="first count")
+        s.laplace(2.0, sensitivity=1.0, epsilon=0.1, label="second count")
+    records, _ = read_records(s.ledger_path)
+    releases = [i for i, r in enumerate(records) if r.type == "release"]
+    records[releases[0]] = replace(records[releases[0]], body={**records[releases[0]].body, "label": ""})
+    labels = [rel["label"] for rel in report_from(records, None, "")["released"]]
+    assert labels == ["first count", "second count"]
