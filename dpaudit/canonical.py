@@ -82,7 +82,7 @@ _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-def _depth(text: str) -> int:
+def json_depth(text: str) -> int:
     """The deepest bracket nesting of JSON text, string literals skipped (linear time, no recursion)."""
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
@@ -123,7 +123,7 @@ def loads_object(text: str, where: str, error: type[Exception]) -> dict[str, Any
     Raises:
         error: the text is refused; the message names ``where`` and the reason.
     """
-    depth = _depth(text)
+    depth = json_depth(text)
     if depth > MAX_DEPTH:
         raise error(f"{where}: nested deeper than {MAX_DEPTH} levels ({depth})")
     try:

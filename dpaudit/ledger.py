@@ -57,6 +57,12 @@ MAX_LINE_BYTES = 256 * 2**20
 """The longest record line, newline included: :meth:`Ledger.append` refuses a longer record (nothing written) and
 :func:`read_records` reports a longer line as malformed without holding it in memory."""
 
+#: The deepest nesting of a record body (the body itself is one level): its line, which wraps it in the record object,
+#: then nests at most :data:`dpaudit.canonical.MAX_DEPTH` levels, the most a reader accepts (as for every JSON file of
+#: a bundle); the reports' renderers recurse through bodies, so a deeper one would end a close or a verify in a
+#: ``RecursionError``
+MAX_BODY_DEPTH = canonical.MAX_DEPTH - 1
+
 _FIELDS = frozenset({"seq", "type", "time", "prev", "body", "hash"})
 
 #: the attribute (not a field) in which :meth:`Record.from_line` keeps the content hash read off the line
@@ -196,6 +202,10 @@ def _canonical_object(text: str) -> dict[str, Any]:
                 return obj
         except (LedgerError, ValueError, RecursionError):
             pass  # parsed again below, which reports the line's own error
+    if text.count("[") + text.count("{") > canonical.MAX_DEPTH:  # (a bound on the depth; the exact depth if above)
+        depth = canonical.json_depth(text)
+        if depth > canonical.MAX_DEPTH:  # never written (Ledger.append): refused before parsing, no RecursionError
+            raise LedgerError(f"nested deeper than {canonical.MAX_DEPTH} levels ({depth})")
     try:
         obj = _DECODER.decode(text)
     except (ValueError, RecursionError) as err:
@@ -342,15 +352,18 @@ class _Repeats:
 
 #: what a canonical line ends with: its ``"type"`` member (the last of its keys, sorted) and the closing brace
 _TYPE_MEMBER = ',"type":'
-#: the most record types a read keeps a :class:`_Repeats` of apart; lines of further types share one
+#: the most record types a read keeps a :class:`_Repeats` of apart, and the longest tail it keys one by; lines of
+#: further types, or with a longer tail (a malformed line), share one
 MAX_REPEAT_TYPES = 16
+MAX_TYPE_TAIL_CHARS = 256
 
 
 def _repeats_for(text: str, kept: dict[str, _Repeats]) -> _Repeats:
     """The :class:`_Repeats` of the line ``text``'s record type, from ``kept`` (one read's). The type is read from
     the line's tail, where a canonical line has it; that is a hint only: a line whose tail says otherwise gets
     another type's, or the shared one, and any shortcut is still checked in full (:meth:`_Repeats.parse`)."""
-    tail = text[text.rfind(_TYPE_MEMBER):]
+    at = text.rfind(_TYPE_MEMBER)
+    tail = text[at:] if len(text) - at <= MAX_TYPE_TAIL_CHARS else ""
     repeats = kept.get(tail)
     if repeats is None:
         repeats = kept.setdefault(tail if len(kept) < MAX_REPEAT_TYPES else "", _Repeats())
@@ -702,9 +715,13 @@ class Ledger:
         if not isinstance(body, Mapping):
             raise LedgerError(f"record body must be a mapping, got {body.__class__.__name__}")
         try:
-            body_copy = json.loads(canonical.encode(dict(body)))
+            text = canonical.dumps(dict(body))
         except (TypeError, ValueError, RecursionError) as err:
             raise LedgerError(f"record body is not canonical-JSON encodable: {err}") from err
+        if text.count("[") + text.count("{") > MAX_BODY_DEPTH and canonical.json_depth(text) > MAX_BODY_DEPTH:
+            raise LedgerError(f"record body nested deeper than {MAX_BODY_DEPTH} levels ({canonical.json_depth(text)}): "
+                              "a reader refuses such a line; nothing was written")
+        body_copy = json.loads(text)
         with self._lock:
             self._check_usable()
             fcntl.flock(self._fd, fcntl.LOCK_EX)

@@ -52,7 +52,7 @@ from dpaudit.events import (
     neighbouring_of,
 )
 from dpaudit.head import write_head
-from dpaudit.ledger import Ledger, Record
+from dpaudit.ledger import MAX_BODY_DEPTH, Ledger, Record
 from dpaudit.lifecycle import exit_status
 from dpaudit.mechanisms import above_threshold, exponential, gaussian, laplace, private_inputs, randomized_response
 from dpaudit.mechanisms.above_threshold import AboveThreshold
@@ -655,13 +655,21 @@ class Session:
         """Record public information (e.g. a realised iteration count); it is never used for accounting.
 
         Raises:
-            InvalidParameter: the body holds a confidential key (nothing is written, whatever the mirror setting).
+            InvalidParameter: the body holds a confidential key, or is nested far deeper than a record may be
+                (nothing is written, whatever the mirror setting).
+            LedgerError: the body is not canonical-JSON encodable, or nested deeper than
+                :data:`dpaudit.ledger.MAX_BODY_DEPTH` levels (nothing is written).
         """
         self._check_open()
         _check_name("plugin", plugin)
         if not isinstance(body, Mapping):
             raise InvalidParameter(f"an info body must be a mapping, got {type(body).__name__}")
-        self._append(InfoBody(plugin=plugin, info=_jsonable(dict(body))))
+        try:
+            info = _jsonable(dict(body))
+        except RecursionError as exc:
+            raise InvalidParameter(f"an info body nested thousands of levels deep (a record body may nest at most "
+                                   f"{MAX_BODY_DEPTH}); nothing was written") from exc
+        self._append(InfoBody(plugin=plugin, info=info))
 
     def register_plugin(self, name: str, version: str) -> None:
         """Note a plugin (and its version) that acts in this session; it is listed in the certificate."""

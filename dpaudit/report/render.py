@@ -401,7 +401,10 @@ def _json_value(key: str, value: Any) -> list[str]:
         encode = _LIST_ENCODERS.get(key)
         items = map(_encode_item, value) if encode is None else encode(value)
         return ["[\n    ", ",\n    ".join(items), "\n  ]"]
-    return [_indented(value, "  ")]
+    try:
+        return [_indented(value, "  ")]
+    except RecursionError:  # (two frames a level: a forged value nested hundreds deep) json's own, as before
+        return [json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).replace("\n", "\n  ")]
 
 
 #: the types whose text :data:`_encode_item` writes as json's indenting encoder does (no nesting to indent)

@@ -949,3 +949,54 @@ def test_lines_orjson_parses_are_still_held_to_the_canonical_form(tmp_path: Path
     with pytest.raises(LedgerError, match="not in canonical JSON form"):
         Record.from_line(edited)
 
+
+
+def test_a_long_tail_keys_no_remembered_set_of_its_own() -> None:
+    """A malformed line whose last ``,"type":`` comes early would key its remembered members by nearly the whole
+    line (16 such keys kept for the read); a tail longer than MAX_TYPE_TAIL_CHARS shares the one set instead."""
+    kept: dict = {}
+    long_tail = '{"body":{},"type":"' + "x" * (ledger_module.MAX_TYPE_TAIL_CHARS + 10) + '"}'
+    ledger_module._repeats_for(long_tail, kept)
+    ledger_module._repeats_for('{"body":{},"hash":"","type":"charge"}', kept)
+    assert sorted(kept) == ["", ',"type":"charge"}']
+
+
+def _nested(levels: int) -> dict:
+    """A body nesting ``levels`` levels (itself the first)."""
+    body: dict = {"x": 1}
+    for _ in range(levels - 1):
+        body = {"k": body}
+    return body
+
+
+def test_a_body_nested_to_the_limit_is_written_and_read_one_deeper_is_refused(tmp_path: Path) -> None:
+    """Ledger.append refuses a body nested deeper than MAX_BODY_DEPTH (its line would nest deeper than the readers'
+    limit, and the reports' renderers recurse through bodies); nothing is written and the ledger stays usable."""
+    path = tmp_path / "l.jsonl"
+    with Ledger.create(path) as ledger:
+        ledger.append("info", _nested(ledger_module.MAX_BODY_DEPTH))
+        with pytest.raises(LedgerError, match=f"nested deeper than {ledger_module.MAX_BODY_DEPTH} levels"):
+            ledger.append("info", _nested(ledger_module.MAX_BODY_DEPTH + 1))
+        with pytest.raises(LedgerError, match="not canonical-JSON encodable"):
+            ledger.append("info", _nested(100_000))  # beyond the encoder's recursion: refused by name, no traceback
+        ledger.append("info", {"after": True})
+    records, problems = read_records(path)
+    assert problems == [] and verify_chain(records) == [] and len(records) == 2
+    assert canonical.json_depth(_lines(path)[0]) == canonical.MAX_DEPTH
+
+
+@pytest.mark.parametrize("levels", [canonical.MAX_DEPTH, 900, 5_000])
+def test_a_forged_line_nested_deeper_than_the_limit_is_malformed(tmp_path: Path, levels: int) -> None:
+    """A line no writer makes (a body nested deeper than MAX_BODY_DEPTH) is a malformed line, refused before
+    parsing: no RecursionError in the reader, the reports or verify, however deep."""
+    path = tmp_path / "l.jsonl"
+    with Ledger.create(path) as ledger:
+        ledger.append("info", {"n": 1})
+    first = _lines(path)[0]
+    body = '{"k":' * (levels - 1) + '{"x":1}' + "}" * (levels - 1)
+    line = (f'{{"body":{body},"hash":"{"0" * 64}","prev":"{json.loads(first)["hash"]}","seq":1,"time":1.0,'
+            '"type":"info"}')
+    path.write_text(first + line + "\n", encoding="utf-8")
+    records, problems = read_records(path)
+    assert len(records) == 1
+    assert problems == [f"line 2: {MALFORMED}: nested deeper than {canonical.MAX_DEPTH} levels ({levels + 1})"]

@@ -50,6 +50,9 @@ def test_a_shallow_line_takes_the_fast_path(monkeypatch):
     real = ledger.orjson.loads
     monkeypatch.setattr(ledger.orjson, "loads", lambda text: calls.append(text) or real(text))
     ledger._canonical_object(_BASE)
-    deep = _BASE.replace('"x":0', '"x":' + "[" * 65 + "]" * 65)
-    ledger._canonical_object(deep)
+    wide = _BASE.replace('"x":0', '"x":[' + ",".join(["[]"] * 70) + "]")  # 73 brackets, 4 levels deep
+    assert ledger._canonical_object(wide)["body"]["x"] == [[]] * 70  # read by json, accepted
+    deep = _BASE.replace('"x":0', '"x":' + "[" * 65 + "]" * 65)  # deeper than the readers' limit
+    with pytest.raises(LedgerError, match=f"nested deeper than {canonical.MAX_DEPTH} levels"):
+        ledger._canonical_object(deep)
     assert calls == [_BASE]

@@ -823,3 +823,27 @@ def test_randomized_response_charges_then_releases_one_bit(make_session):
     assert charge.body["event"]["kind"] == "randomized_response" and release.body["output"] == int(reported)
     assert s.spent_epsilon() == pytest.approx(0.5)
     s.close()
+
+
+def test_an_info_body_too_deep_for_a_record_is_refused_and_the_run_still_verifies(make_session):
+    """A plugin's info nested deeper than a record may be (its reports would recurse past Python's limit at close,
+    and readers refuse such a line) is refused with nothing written; one at the limit is recorded, reported and
+    verified."""
+    from dpaudit.errors import LedgerError
+    from dpaudit.ledger import MAX_BODY_DEPTH
+
+    def nested(levels: int) -> dict:
+        value: dict = {"x": 1}
+        for _ in range(levels - 1):
+            value = {"k": value}
+        return value
+
+    with make_session() as s:
+        s.record_info("plugin", nested(MAX_BODY_DEPTH - 1))  # the body wraps it: {"info": ..., "plugin": ...}
+        with pytest.raises(LedgerError, match=f"nested deeper than {MAX_BODY_DEPTH} levels"):
+            s.record_info("plugin", nested(MAX_BODY_DEPTH))
+        with pytest.raises(InvalidParameter, match="nested thousands of levels deep"):
+            s.record_info("plugin", nested(5_000))
+    records, problems = read_records(s.ledger_path)
+    assert problems == [] and sum(r.type == "info" and '"x": 1' in json.dumps(r.body) for r in records) == 1
+    assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
