@@ -10,14 +10,16 @@ selection to every later check that asks for it.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 
 from dpaudit.ledger import Record
 
-#: per record list (by id): the list itself (kept alive), its records by type, and the selections of several types
-_Indexed = dict[int, tuple[Sequence[Record], dict[str, list[Record]], dict[frozenset[str], list[Record]]]]
-_KEPT: ContextVar[_Indexed | None] = ContextVar("dpaudit_records_indexed", default=None)
+#: per record list (by id): the list itself (kept alive), the positions of its records by type, its records by type,
+#: and the selections of several types
+_Entry = tuple[Sequence[Record], dict[str, list[int]], dict[str, list[Record]], dict[frozenset[str], list[Record]]]
+_KEPT: ContextVar[dict[int, _Entry] | None] = ContextVar("dpaudit_records_indexed", default=None)
 
 
 @contextlib.contextmanager
@@ -37,26 +39,30 @@ def records_indexed() -> Iterator[None]:
 
 def of_type(records: Sequence[Record], *types: str) -> list[Record]:
     """The records of ``records`` whose type is one of ``types``, in their order (within :func:`records_indexed`,
-    the records of each type are found in one walk of the list, and each selection of several types in one more;
-    the caller must not change the returned list)."""
+    the list is walked once, and a selection of several types merges their positions without another walk; the
+    caller must not change the returned list)."""
     kept = _KEPT.get()
     if kept is None:
         wanted = frozenset(types)
         return [r for r in records if r.type in wanted]
     entry = kept.get(id(records))
     if entry is None:
+        where: dict[str, list[int]] = {}
         by_type: dict[str, list[Record]] = {}
-        for r in records:
-            found = by_type.get(r.type)
-            if found is None:
-                found = by_type[r.type] = []
-            found.append(r)
-        entry = kept[id(records)] = (records, by_type, {})
-    _, by_type, several = entry
+        for i, r in enumerate(records):
+            positions = where.get(r.type)
+            if positions is None:
+                positions = where[r.type] = []
+                by_type[r.type] = []
+            positions.append(i)
+            by_type[r.type].append(r)
+        entry = kept[id(records)] = (records, where, by_type, {})
+    _, where, by_type, several = entry
     if len(types) == 1:
         return by_type.get(types[0], [])
     wanted = frozenset(types)
     selected = several.get(wanted)
     if selected is None:
-        selected = several[wanted] = [r for r in records if r.type in wanted]
+        positions = sorted(itertools.chain.from_iterable(where.get(t, ()) for t in wanted))  # (sorted runs: merged)
+        selected = several[wanted] = [records[i] for i in positions]
     return selected
