@@ -6,6 +6,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 from dpaudit.audit import GaussianFamily
 
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "experiments"
@@ -47,8 +49,17 @@ def test_dpsgd_protocols_at_toy_size(monkeypatch, tmp_path):
     """Toy size, and the Gaussian family in place of the subsampled one (whose PLDs dominate the cost)."""
     protocols = load("audit_dpsgd_protocols", monkeypatch)
     for name, value in (("M", 400), ("PILOT", 1), ("SETTINGS", ((4.0, 0.5),)), ("OUT", tmp_path),
-                        ("family", GaussianFamily)):
+                        ("family", lambda *_: GaussianFamily()), ("OTHER_DESIGNS", ((0.5, 4),)),
+                        ("calibrated_sigma", lambda *_: 0.5)):
         monkeypatch.setattr(protocols, name, value)
     protocols.main(["--seeds", "1"])
     table = (tmp_path / "audit-dpsgd-protocols.md").read_text()
     assert all(f"| 4.0 | 0.5 | {name} |" in table for name in protocols.PROTOCOLS)
+    assert "| 0.5 | 4 | 4 | 0.500 |" in table and "| 0.5 | 4 | 8 | 0.500 |" in table
+
+
+def test_dpsgd_protocols_calibrate_sigma_to_the_familys_epsilon(monkeypatch):
+    """At q = 1 and one step the family is the Gaussian mechanism: ε = 4.37 at δ = 1e-5 is σ = 1 (Mahloujifar et al.
+    2025, Table 1's theoretical column at σ = 1)."""
+    protocols = load("audit_dpsgd_protocols", monkeypatch)
+    assert protocols.calibrated_sigma(1.0, 1, 4.37) == pytest.approx(1.0, rel=0.01)
