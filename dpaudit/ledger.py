@@ -716,6 +716,8 @@ class Ledger:
             raise LedgerError(f"record body must be a mapping, got {body.__class__.__name__}")
         try:
             text = canonical.dumps(dict(body))
+            if not text.isascii():
+                text.encode("utf-8")  # a lone surrogate has no UTF-8 (UnicodeEncodeError, a ValueError)
         except (TypeError, ValueError, RecursionError) as err:
             raise LedgerError(f"record body is not canonical-JSON encodable: {err}") from err
         if text.count("[") + text.count("{") > MAX_BODY_DEPTH and canonical.json_depth(text) > MAX_BODY_DEPTH:

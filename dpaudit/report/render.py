@@ -401,10 +401,7 @@ def _json_value(key: str, value: Any) -> list[str]:
         encode = _LIST_ENCODERS.get(key)
         items = map(_encode_item, value) if encode is None else encode(value)
         return ["[\n    ", ",\n    ".join(items), "\n  ]"]
-    try:
-        return [_indented(value, "  ")]
-    except RecursionError:  # (two frames a level: a forged value nested hundreds deep) json's own, as before
-        return [json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False).replace("\n", "\n  ")]
+    return [_indented(value, "  ")]
 
 
 #: the types whose text :data:`_encode_item` writes as json's indenting encoder does (no nesting to indent)
@@ -417,7 +414,9 @@ def _indented(value: Any, pad: str) -> str:
     assumptions (10⁵ charge numbers, each on a line) made a tenth of the report's cost. A list or a dict with string
     keys is laid out as json lays it out (``[`` or ``{``, each item on a line indented two more, items separated by
     ``,``, keys sorted and followed by ``: ``, the closing bracket on a line at ``pad``; ``[]`` and ``{}`` when
-    empty); any other value (a tuple, a dict with other keys, a subclass) is written by ``json.dumps`` itself."""
+    empty); any other value (a tuple, a dict with other keys, a subclass) is written by ``json.dumps`` itself. It
+    recurses twice a level: the values it writes nest at most 64 levels (every reader of a ledger line or a
+    certificate refuses deeper ones, and :meth:`dpaudit.ledger.Ledger.append` writes none)."""
     kind = type(value)
     if kind in _JSON_SCALARS:
         return _encode_item(value)

@@ -1000,3 +1000,16 @@ def test_a_forged_line_nested_deeper_than_the_limit_is_malformed(tmp_path: Path,
     records, problems = read_records(path)
     assert len(records) == 1
     assert problems == [f"line 2: {MALFORMED}: nested deeper than {canonical.MAX_DEPTH} levels ({levels + 1})"]
+
+
+@pytest.mark.parametrize("body", [{"path": "/data/\udcff.csv"}, {"label": "\ud800"}, {"\udc80": 1}])
+def test_a_lone_surrogate_is_refused_by_name_and_nothing_is_written(tmp_path: Path, body: dict) -> None:
+    """A file name read with surrogateescape holds a lone surrogate, which has no UTF-8: refused as a body that is
+    not canonical-JSON encodable (a LedgerError, not a UnicodeEncodeError), nothing written, the ledger usable."""
+    path = tmp_path / "l.jsonl"
+    with Ledger.create(path) as ledger:
+        with pytest.raises(LedgerError, match="not canonical-JSON encodable"):
+            ledger.append("info", body)
+        ledger.append("info", {"after": True})
+    records, problems = read_records(path)
+    assert problems == [] and [r.body for r in records] == [{"after": True}]
