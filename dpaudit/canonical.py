@@ -27,6 +27,11 @@ from dpaudit.files import read_regular
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+#: json's encoder of one string as canonical JSON writes it (``ensure_ascii=False``): for callers that write a known
+#: shape of canonical or report JSON member by member
+encode_string = encode_basestring
+
+
 def dumps(obj: Any) -> str:
     """Serialise ``obj`` as canonical JSON text."""
     return _ENCODER.encode(obj)
@@ -88,6 +93,15 @@ def json_depth(text: str) -> int:
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
+def depth_above(text: str, limit: int) -> int | None:
+    """The nesting of JSON text where it is deeper than ``limit``, else None: the text's count of opening brackets
+    bounds its depth, so the exact scan (:func:`json_depth`) runs only on text with more than ``limit`` of them."""
+    if text.count("[") + text.count("{") <= limit:
+        return None
+    depth = json_depth(text)
+    return depth if depth > limit else None
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj: dict[str, Any] = {}
     for key, value in pairs:
@@ -123,8 +137,8 @@ def loads_object(text: str, where: str, error: type[Exception]) -> dict[str, Any
     Raises:
         error: the text is refused; the message names ``where`` and the reason.
     """
-    depth = json_depth(text)
-    if depth > MAX_DEPTH:
+    depth = depth_above(text, MAX_DEPTH)
+    if depth is not None:
         raise error(f"{where}: nested deeper than {MAX_DEPTH} levels ({depth})")
     try:
         data = json.loads(text, object_pairs_hook=_unique_keys, parse_float=_finite_float,

@@ -31,7 +31,6 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
@@ -202,10 +201,9 @@ def _canonical_object(text: str) -> dict[str, Any]:
                 return obj
         except (LedgerError, ValueError, RecursionError):
             pass  # parsed again below, which reports the line's own error
-    if text.count("[") + text.count("{") > canonical.MAX_DEPTH:  # (a bound on the depth; the exact depth if above)
-        depth = canonical.json_depth(text)
-        if depth > canonical.MAX_DEPTH:  # never written (Ledger.append): refused before parsing, no RecursionError
-            raise LedgerError(f"nested deeper than {canonical.MAX_DEPTH} levels ({depth})")
+    depth = canonical.depth_above(text, canonical.MAX_DEPTH)
+    if depth is not None:  # never written (Ledger.append): refused before parsing, no RecursionError
+        raise LedgerError(f"nested deeper than {canonical.MAX_DEPTH} levels ({depth})")
     try:
         obj = _DECODER.decode(text)
     except (ValueError, RecursionError) as err:
@@ -235,11 +233,7 @@ def _canonical_line(obj: dict[str, Any]) -> str:
         ValueError, RecursionError: as ``canonical.dumps_parsed`` of the body.
     """
     return (f'{{"body":{canonical.dumps_parsed(obj["body"])},"hash":"{obj["hash"]}","prev":"{obj["prev"]}",'
-            f'"seq":{obj["seq"]!r},"time":{obj["time"]!r},"type":{_encode_string(obj["type"])}}}')
-
-
-#: json's encoder of a string with ``ensure_ascii=False`` (canonical JSON's)
-_encode_string = encode_basestring
+            f'"seq":{obj["seq"]!r},"time":{obj["time"]!r},"type":{canonical.encode_string(obj["type"])}}}')
 
 
 def _check_fields(obj: dict[str, Any]) -> None:
@@ -720,9 +714,10 @@ class Ledger:
                 text.encode("utf-8")  # a lone surrogate has no UTF-8 (UnicodeEncodeError, a ValueError)
         except (TypeError, ValueError, RecursionError) as err:
             raise LedgerError(f"record body is not canonical-JSON encodable: {err}") from err
-        if text.count("[") + text.count("{") > MAX_BODY_DEPTH and canonical.json_depth(text) > MAX_BODY_DEPTH:
-            raise LedgerError(f"record body nested deeper than {MAX_BODY_DEPTH} levels ({canonical.json_depth(text)}): "
-                              "a reader refuses such a line; nothing was written")
+        depth = canonical.depth_above(text, MAX_BODY_DEPTH)
+        if depth is not None:
+            raise LedgerError(f"record body nested deeper than {MAX_BODY_DEPTH} levels ({depth}): a reader refuses "
+                              "such a line; nothing was written")
         body_copy = json.loads(text)
         with self._lock:
             self._check_usable()

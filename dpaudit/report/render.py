@@ -15,7 +15,6 @@ import secrets
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -284,7 +283,7 @@ JSON_ONE_PER_LINE = ("events", "released", "cumulative_epsilon", "info")
 #: ``json.dumps(item, sort_keys=True, ensure_ascii=False)``, built once (dumps builds an encoder per call)
 _encode_item = canonical.acyclic_encode(json.JSONEncoder(sort_keys=True, ensure_ascii=False))
 #: ``json.dumps(text, ensure_ascii=False)`` of a string: the string encoder of :data:`_encode_item`
-_encode_string = encode_basestring
+_encode_string = canonical.encode_string
 
 
 #: an event item's members (:func:`dpaudit.report.model.report_from`), those that differ between the charges of one

@@ -690,7 +690,7 @@ def test_the_canonical_line_built_from_members_is_json_canonical_encoding() -> N
 def test_the_canonical_line_test_catches_a_type_written_unescaped(monkeypatch: pytest.MonkeyPatch) -> None:
     """Broken variant: the type written between quotes without json's escapes (a quote inside it would read as the
     end of the string) fails the test above."""
-    monkeypatch.setattr(ledger_module, "_encode_string", lambda text: f'"{text}"')
+    monkeypatch.setattr(canonical, "encode_string", lambda text: f'"{text}"')
     assert any(ledger_module._canonical_line(obj) != canonical.dumps_parsed(obj) for obj in _record_objects())
 
 
