@@ -45,3 +45,28 @@ def test_blocks_are_independent() -> None:
         with records_indexed():
             assert of_type(records, "release") is not outer
         assert of_type(records, "release") is outer
+
+
+def test_another_thread_selects_for_itself() -> None:
+    """The kept selections belong to the block's thread (a context variable): a thread started inside the block,
+    as a verify running beside another, selects afresh and gets the same records, and both threads' blocks stay
+    apart."""
+    import threading
+
+    records = _records(TYPES)
+    seen: dict[str, object] = {}
+
+    def other() -> None:
+        with records_indexed():
+            seen["inside"] = of_type(records, "charge")
+            seen["again"] = of_type(records, "charge")
+        seen["seqs"] = _selected(records, "info", "charge")
+
+    with records_indexed():
+        mine = of_type(records, "charge")
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        assert of_type(records, "charge") is mine
+    assert seen["inside"] is seen["again"] and seen["inside"] is not mine
+    assert [r.seq for r in seen["inside"]] == [1, 4] and seen["seqs"] == [1, 3, 4, 6]
