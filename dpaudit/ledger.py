@@ -39,6 +39,7 @@ import orjson
 from dpaudit import canonical
 from dpaudit.errors import LedgerError
 from dpaudit.files import fsync_dir, open_regular
+from dpaudit.line_template import LineTemplate
 
 GENESIS_PREV = "0" * 64
 """The ``prev`` of the record with ``seq`` 0."""
@@ -154,7 +155,7 @@ def _record_of_line(text: str, raw: bytes, repeats: _Repeats | None = None) -> R
     if obj is None:
         obj = _canonical_object(text)
         if repeats is not None:
-            repeats.learn(obj["body"])
+            repeats.learn(obj)
     # the fields exactly as the dataclass's __init__ sets them (it has no __post_init__), without its six
     # ``object.__setattr__`` calls: the checked object has exactly the six fields (``_check_fields``) and is this
     # line's own, fresh from the parser, so it becomes the record's attribute dict (no copy); the content digest is
@@ -196,7 +197,7 @@ def _canonical_object(text: str) -> dict[str, Any]:
     obj = _fast_parse(text)  # taken only for a canonical line (see _fast_parse)
     if type(obj) is dict and obj.keys() == _FIELDS:
         try:
-            _check_fields(obj)
+            _check_values(obj)
             if _canonical_line(obj) == text:
                 return obj
         except (LedgerError, ValueError, RecursionError):
@@ -245,6 +246,15 @@ def _check_fields(obj: dict[str, Any]) -> None:
     if obj.keys() != _FIELDS:
         missing, extra = sorted(_FIELDS - set(obj)), sorted(set(obj) - _FIELDS)
         raise LedgerError(f"wrong fields: missing {missing}, unexpected {extra}")
+    _check_values(obj)
+
+
+def _check_values(obj: dict[str, Any]) -> None:
+    """:func:`_check_fields` of an object known to have exactly the six fields: their types.
+
+    Raises:
+        LedgerError: a field of the wrong type.
+    """
     seq, rtype, rtime, prev, body, rhash = obj["seq"], obj["type"], obj["time"], obj["prev"], obj["body"], obj["hash"]
     if type(seq) is not int or seq < 0:  # the parser makes int (never bool) of an integer
         raise LedgerError(f"seq must be a non-negative integer, got {seq!r}")
@@ -261,9 +271,11 @@ def _check_fields(obj: dict[str, Any]) -> None:
         raise LedgerError(f"body must be a JSON object, got {body.__class__.__name__}")
 
 
-#: how many object-valued body members a :class:`_Repeats` remembers (the latest), and the shortest it remembers
+#: how many object-valued body members a :class:`_Repeats` remembers (the latest), and the shortest it remembers;
+#: how many line templates it keeps (the latest)
 REPEATS_KEPT = 4
 REPEAT_MIN_CHARS = 64
+TEMPLATES_KEPT = 4
 
 
 class _Repeats:
@@ -283,6 +295,12 @@ class _Repeats:
     Remembering costs an encoding of the members, so after n lines in a row without the shortcut only the lines
     numbered by a power of two are learnt from (a ledger whose members never repeat pays for about log n of them).
 
+    It also keeps line templates (:class:`dpaudit.line_template.LineTemplate`, the latest :data:`TEMPLATES_KEPT`):
+    an earlier line's text with its numbers and digests left open, tried first. A line that one reads (10⁵ releases
+    of counts, or charges of one event, differing only in numbers and digests) is neither parsed nor re-encoded. A
+    template costs an encoding and a regular expression, so one is learnt only from the 1st, 2nd, 4th, 8th, ... line
+    of the read that no template read (a ledger whose lines never repeat a shape pays for about log n of them).
+
     A reader keeps one per record type (:func:`_repeats_for`): the members a charge repeats are searched for in
     charge lines only, and a release line, whose body holds no large member, is not searched at all.
     """
@@ -295,10 +313,15 @@ class _Repeats:
     def __init__(self) -> None:
         self._members: dict[str, tuple[str, int, Any]] = {}  # '"key":S' -> (key, len(S), the value S encodes)
         self._misses = 0  # lines in a row parsed whole
+        self._templates: list[LineTemplate] = []  # the latest first
+        self._template_misses = 0  # lines of the read that no template read
 
-    def learn(self, body: dict[str, Any]) -> None:
-        """Remember the object-valued members of a checked record's body (the latest :data:`REPEATS_KEPT`), on the
-        1st, 2nd, 4th, 8th, ... line in a row that the shortcut did not read."""
+    def learn(self, obj: dict[str, Any]) -> None:
+        """Learn from the checked record object of a line that :meth:`parse` did not read: a template (on the lines
+        :meth:`_learn_template` says), and the object-valued members of its body (the latest :data:`REPEATS_KEPT`), on
+        the 1st, 2nd, 4th, 8th, ... line in a row that the members' shortcut did not read."""
+        self._learn_template(obj)
+        body = obj["body"]
         self._misses += 1
         if self._misses & (self._misses - 1):
             return
@@ -312,8 +335,31 @@ class _Repeats:
                         if len(self._members) > REPEATS_KEPT:
                             del self._members[next(iter(self._members))]
 
+    def _learn_template(self, obj: dict[str, Any]) -> None:
+        """Keep the template of the checked record object ``obj`` of a line no template read, when that line is the
+        1st, 2nd, 4th, 8th, ... such line of the read."""
+        self._template_misses += 1
+        if self._template_misses & (self._template_misses - 1):
+            return
+        template = LineTemplate.of(obj)
+        if template is not None:
+            self._templates = [template, *self._templates[:TEMPLATES_KEPT - 1]]
+
     def parse(self, text: str) -> dict[str, Any] | None:
-        """The checked record object of the line ``text`` by the shortcut, or None where it does not apply."""
+        """The checked record object of the line ``text`` by a template or the members' shortcut, or None where
+        neither applies."""
+        for template in self._templates:
+            obj = template.read(text)
+            if obj is not None:
+                return obj
+        obj = self._shortened(text)
+        if obj is not None:
+            self._learn_template(obj)
+        return obj
+
+    def _shortened(self, text: str) -> dict[str, Any] | None:
+        """The checked record object of the line ``text`` by the members' shortcut, or None where it does not
+        apply."""
         if not self._members:
             return None
         short, replaced = text, []

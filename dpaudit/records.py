@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import marshal
+import operator
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -485,6 +486,13 @@ class ReleaseBody:
 
     @classmethod
     def _parse(cls, body: Any) -> ReleaseBody:
+        if type(body) is dict and body.keys() == _SCALAR_RELEASE_KEYS:
+            # a release without a sidecar, as the session writes one: the fields the checks below take, where they
+            # take them as they are (:data:`_PASSING`: exact types), in the same order
+            charge_seq, plugin, mechanism, label = _release_scalars(body)
+            if type(charge_seq) is int and type(plugin) is str and type(mechanism) is str and type(label) is str:
+                return _built(cls, {"charge_seq": charge_seq, "plugin": plugin, "mechanism": mechanism,
+                                    "label": label, "output": body["output"], "output_file": None})
         b = _mapping(body, RELEASE)
         if "output" not in b:
             raise LedgerError(f"{RELEASE} record body lacks 'output'")
@@ -499,6 +507,11 @@ class ReleaseBody:
     #: checks ran
     _SCALARS: ClassVar[tuple[tuple[str, type | tuple[type, ...]], ...]] = (
         ("charge_seq", int), ("plugin", str), ("mechanism", str), ("label", str))
+
+
+#: the members of a release body without a sidecar, and its four checked fields
+_SCALAR_RELEASE_KEYS = frozenset({"charge_seq", "plugin", "mechanism", "label", "output"})
+_release_scalars = operator.itemgetter("charge_seq", "plugin", "mechanism", "label")
 
 
 @dataclass(frozen=True)

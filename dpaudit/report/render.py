@@ -287,14 +287,18 @@ _encode_string = canonical.encode_string
 
 
 #: an event item's members (:func:`dpaudit.report.model.report_from`), those that differ between the charges of one
-#: description (the slots of :func:`_encode_events`' templates) and the rest (strings, and the description's objects)
+#: description (the slots of :func:`_encode_events`' templates), the strings and multiplicity that key a template by
+#: value, the description's objects that key it by identity, and every member whose exact type a template needs
 _EVENT_KEYS = ("seq", "time", "plugin", "mechanism", "epsilon_spent", "bound_source", "kind", "label", "parameters",
                "multiplicity", "sensitivity", "assumptions", "releases")
 _EVENT_SLOTS = ("seq", "time", "epsilon_spent", "releases")
 _event_strings = itemgetter("plugin", "mechanism", "bound_source", "kind", "label", "multiplicity")
 _event_objects = itemgetter("parameters", "sensitivity", "assumptions")
+_event_typed = itemgetter("plugin", "mechanism", "bound_source", "kind", "label", "multiplicity", "seq", "releases",
+                          "time", "epsilon_spent")
 _NOT_FINITE = frozenset({"inf", "-inf", "nan"})
 _MARKER = "\x00dpaudit-report-slot-" + secrets.token_hex(8) + "-"
+_ABSENT = object()  # (a template may be None: the item is encoded whole)
 
 
 def _event_template(event: dict[str, Any]) -> str | None:
@@ -316,31 +320,31 @@ def _encode_events(events: list[Any]) -> list[str]:
 
     The charges of one description share its objects (``parameters``, ``sensitivity``, ``assumptions``:
     :func:`dpaudit.report.model.report_from`), which the C encoder would re-sort and re-encode (their floats' ``repr``
-    above all) for every item. An item with exactly :data:`_EVENT_KEYS` is keyed by its members' types, its strings
-    and multiplicity by value, and its description objects by identity (``events`` keeps them alive, so no id is
-    reused meanwhile): items of one key encode alike but for their :data:`_EVENT_SLOTS`, numbers whose text json
-    writes as ``int.__repr__`` / ``float.__repr__`` (``%r`` of the item's own member; an item whose ``time`` or
-    ``epsilon_spent`` is not finite, and any other item, is encoded whole), and whose markers were found once each in
-    the template.
+    above all) for every item. An item is templated when it has exactly :data:`_EVENT_KEYS`, its five strings are of
+    type str, its multiplicity, ``seq`` and ``releases`` of type int, and its ``time`` and ``epsilon_spent`` finite
+    numbers of type int or float: then it is keyed by its strings and multiplicity (by value: their types are fixed)
+    and its description objects by identity (``events`` keeps them alive, so no id is reused meanwhile). Items of one
+    key encode alike but for their :data:`_EVENT_SLOTS`, numbers whose text json writes as ``int.__repr__`` /
+    ``float.__repr__`` (``%r`` of the item's own member), whose markers were found once each in the template. Any
+    other item is encoded whole.
     """
     templates: dict[tuple[Any, ...], str | None] = {}
     out = []
     for event in events:
-        if type(event) is not dict or tuple(event) != _EVENT_KEYS:
-            out.append(_encode_item(event))
-            continue
-        types = tuple(map(type, event.values()))
-        key = (types, _event_strings(event), tuple(map(id, _event_objects(event))))
-        template = templates.get(key)
-        if template is None and key not in templates:
-            template = templates[key] = _event_template(event) if types[0] is types[-1] is int \
-                and types[1] in (int, float) and types[4] in (int, float) else None
-        time, spent = event["time"], event["epsilon_spent"]
-        # an int or a finite float less itself is 0 (false); infinity or NaN less itself is NaN (true)
-        if template is None or time - time or spent - spent:
-            out.append(_encode_item(event))
-            continue
-        out.append(template % event)
+        template = None
+        if type(event) is dict and tuple(event) == _EVENT_KEYS:
+            plugin, mechanism, source, kind, label, multiplicity, seq, releases, time, spent = _event_typed(event)
+            # exact types (a bool is no int here), and an int or a finite float less itself is 0 (false), while
+            # infinity or NaN less itself is NaN (true)
+            if type(plugin) is str and type(mechanism) is str and type(source) is str and type(kind) is str \
+                    and type(label) is str and type(multiplicity) is int and type(seq) is int \
+                    and type(releases) is int and (type(time) is float or type(time) is int) \
+                    and (type(spent) is float or type(spent) is int) and not (time - time or spent - spent):
+                key = (_event_strings(event), *map(id, _event_objects(event)))
+                template = templates.get(key, _ABSENT)
+                if template is _ABSENT:
+                    template = templates[key] = _event_template(event)
+        out.append(_encode_item(event) if template is None else template % event)
     return out
 
 

@@ -205,17 +205,15 @@ def test_events_encode_as_json_encodes_each_alone():
     assert render_module._encode_events(shuffled) == [render_module._encode_item(e) for e in shuffled]
 
 
-def test_the_event_encoding_test_catches_a_template_keyed_without_types_or_labels(monkeypatch):
-    """Broken variants: keyed without the members' types (1, 1.0 and true share a template) or without the
-    strings (two labels share one): the test above fails on each."""
+def test_the_event_encoding_test_catches_a_template_without_exact_types_or_labels(monkeypatch):
+    """Broken variants: members checked by ``isinstance`` instead of their exact types (1 and true share a
+    template), or keyed without the strings (two labels share one): the test above fails on each."""
     import importlib
 
     render_module = importlib.import_module("dpaudit.report.render")
     events = _events_of_few_descriptions()
     expected = [render_module._encode_item(e) for e in events]
-    real_map = map
-    monkeypatch.setattr(render_module, "map", lambda f, xs: real_map(f, xs) if f is not type else
-                        [int if t in (int, float, bool) else t for t in real_map(type, xs)], raising=False)
+    monkeypatch.setattr(render_module, "type", lambda v: int if isinstance(v, int) else v.__class__, raising=False)
     assert render_module._encode_events(events) != expected
     monkeypatch.undo()
     monkeypatch.setattr(render_module, "_event_strings", lambda e: ())
