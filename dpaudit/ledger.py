@@ -155,7 +155,7 @@ def _record_of_line(text: str, raw: bytes, repeats: _Repeats | None = None) -> R
     if obj is None:
         obj = _canonical_object(text)
         if repeats is not None:
-            repeats.learn(obj)
+            repeats.learn(obj, len(text))
     # the fields exactly as the dataclass's __init__ sets them (it has no __post_init__), without its six
     # ``object.__setattr__`` calls: the checked object has exactly the six fields (``_check_fields``) and is this
     # line's own, fresh from the parser, so it becomes the record's attribute dict (no copy); the content digest is
@@ -276,6 +276,9 @@ def _check_values(obj: dict[str, Any]) -> None:
 REPEATS_KEPT = 4
 REPEAT_MIN_CHARS = 64
 TEMPLATES_KEPT = 4
+#: after this many lines in a row that no template read, templates are tried only on the lines of the streak
+#: numbered by a power of two (until one reads a line)
+TEMPLATE_TRIES = 16
 
 
 class _Repeats:
@@ -299,7 +302,9 @@ class _Repeats:
     an earlier line's text with its numbers and digests left open, tried first. A line that one reads (10⁵ releases
     of counts, or charges of one event, differing only in numbers and digests) is neither parsed nor re-encoded. A
     template costs an encoding and a regular expression, so one is learnt only from the 1st, 2nd, 4th, 8th, ... line
-    of the read that no template read (a ledger whose lines never repeat a shape pays for about log n of them).
+    of the read that no template read (a ledger whose lines never repeat a shape pays for about log n of them); and
+    after :data:`TEMPLATE_TRIES` lines in a row that none read, they are tried on about log n more lines of the
+    streak only (lines that share a long start with a template but never match it pay little).
 
     A reader keeps one per record type (:func:`_repeats_for`): the members a charge repeats are searched for in
     charge lines only, and a release line, whose body holds no large member, is not searched at all.
@@ -315,12 +320,13 @@ class _Repeats:
         self._misses = 0  # lines in a row parsed whole
         self._templates: list[LineTemplate] = []  # the latest first
         self._template_misses = 0  # lines of the read that no template read
+        self._template_streak = 0  # lines in a row that no template read
 
-    def learn(self, obj: dict[str, Any]) -> None:
-        """Learn from the checked record object of a line that :meth:`parse` did not read: a template (on the lines
-        :meth:`_learn_template` says), and the object-valued members of its body (the latest :data:`REPEATS_KEPT`), on
-        the 1st, 2nd, 4th, 8th, ... line in a row that the members' shortcut did not read."""
-        self._learn_template(obj)
+    def learn(self, obj: dict[str, Any], chars: int) -> None:
+        """Learn from the checked record object of a line of ``chars`` characters that :meth:`parse` did not read: a
+        template (on the lines :meth:`_learn_template` says), and the object-valued members of its body (the latest
+        :data:`REPEATS_KEPT`), on the 1st, 2nd, 4th, 8th, ... line in a row that the members' shortcut did not read."""
+        self._learn_template(obj, chars)
         body = obj["body"]
         self._misses += 1
         if self._misses & (self._misses - 1):
@@ -335,26 +341,30 @@ class _Repeats:
                         if len(self._members) > REPEATS_KEPT:
                             del self._members[next(iter(self._members))]
 
-    def _learn_template(self, obj: dict[str, Any]) -> None:
-        """Keep the template of the checked record object ``obj`` of a line no template read, when that line is the
-        1st, 2nd, 4th, 8th, ... such line of the read."""
+    def _learn_template(self, obj: dict[str, Any], chars: int) -> None:
+        """Keep the template of the checked record object ``obj`` of a line of ``chars`` characters that no template
+        read, when that line is the 1st, 2nd, 4th, 8th, ... such line of the read."""
         self._template_misses += 1
         if self._template_misses & (self._template_misses - 1):
             return
-        template = LineTemplate.of(obj)
+        template = LineTemplate.of(obj, chars)
         if template is not None:
             self._templates = [template, *self._templates[:TEMPLATES_KEPT - 1]]
 
     def parse(self, text: str) -> dict[str, Any] | None:
         """The checked record object of the line ``text`` by a template or the members' shortcut, or None where
         neither applies."""
-        for template in self._templates:
-            obj = template.read(text)
-            if obj is not None:
-                return obj
+        streak = self._template_streak
+        if streak < TEMPLATE_TRIES or not streak & (streak - 1):  # (a shape that keeps missing is rarely tried)
+            for template in self._templates:
+                obj = template.read(text)
+                if obj is not None:
+                    self._template_streak = 0
+                    return obj
+        self._template_streak = streak + 1
         obj = self._shortened(text)
         if obj is not None:
-            self._learn_template(obj)
+            self._learn_template(obj, len(text))
         return obj
 
     def _shortened(self, text: str) -> dict[str, Any] | None:

@@ -61,8 +61,11 @@ def test_a_run_of_one_shape_is_read_by_templates_as_written(tmp_path: Path, temp
     records, problems = read_records(path)
     assert problems == [] and verify_chain(records) == []
     assert records == _expected(lines)[0] and _types(records) == _types(_expected(lines)[0])
-    assert len(template_reads) >= 195  # the shortcut was taken (else this test would show nothing)
-    assert all(r.body["label"] is records[1].body["label"] for r in records[1:])  # the template's members shared
+    # the shortcut was taken (else this test would show nothing), but for a number of over 32 characters (10**40),
+    # which no template reads (a long integer is never converted before the line is judged: read whole)
+    long = sum(len(canonical.dumps(NUMBERS[i % len(NUMBERS)])) > 32 for i in range(200))
+    assert long > 0 and len(template_reads) >= 195 - long
+    assert len({id(r.body["label"]) for r in records}) <= long + 8  # the templates' members shared
 
 
 @pytest.mark.parametrize(("place", "old", "new"), [
@@ -144,7 +147,7 @@ def test_a_line_naming_the_nonce_is_read_as_written(tmp_path: Path, template_rea
     bodies = [{**_release(0, 1.5), "label": marker}, _release(1, 2.5), _release(2, 3.5), {**_release(3, 1.0),
               "output": marker}, {**_release(4, 1.0), "label": f'"{marker}"'}, _release(5, 4.5)]
     lines = _write(path, bodies)
-    assert LineTemplate.of(_expected(lines)[0][0].__dict__) is None
+    assert LineTemplate.of(_expected(lines)[0][0].__dict__, len(lines[0])) is None
     records, problems = read_records(path)
     assert (records, problems) == _expected(lines) and problems == []
     assert records[3].body["output"] == marker
@@ -156,8 +159,10 @@ def test_long_lines_and_many_numbers_learn_no_template(tmp_path: Path) -> None:
     path = tmp_path / "l.jsonl"
     lines = _write(path, [long, long, many, many, {**many, "n0": 5}])
     records = _expected(lines)[0]
-    assert LineTemplate.of(records[0].__dict__) is None and LineTemplate.of(records[2].__dict__) is None
-    assert LineTemplate.of({**records[2].__dict__, "body": {**records[2].body, "n0": "x"}}) is not None
+    assert LineTemplate.of(records[0].__dict__, len(lines[0])) is None
+    assert LineTemplate.of(records[2].__dict__, len(lines[2])) is None
+    fewer = {**records[2].__dict__, "body": {**records[2].body, "n0": "x"}}
+    assert LineTemplate.of(fewer, len(lines[2])) is not None
     assert read_records(path) == _expected(lines)
 
 
@@ -166,7 +171,8 @@ def test_templates_are_learnt_about_log_n_times_where_no_line_repeats_a_shape(tm
     log2(512) + 1 = 10 of them per record type."""
     learnt = []
     real = LineTemplate.of
-    monkeypatch.setattr(LineTemplate, "of", classmethod(lambda cls, obj: learnt.append(1) or real.__func__(cls, obj)))
+    monkeypatch.setattr(LineTemplate, "of", classmethod(lambda cls, obj, chars: learnt.append(1)
+                                                        or real.__func__(cls, obj, chars)))
     path = tmp_path / "l.jsonl"
     lines = _write(path, [{**_release(i, 1.5), "label": f"query {i}"} for i in range(512)])
     assert read_records(path) == _expected(lines)
@@ -218,7 +224,87 @@ def test_a_template_read_record_is_the_parsed_one_in_every_field(tmp_path: Path)
     body that ``report.json`` and every check read)."""
     path = tmp_path / "l.jsonl"
     lines = _write(path, [_release(i, 0.5 * i) for i in range(5)])
-    template = LineTemplate.of(Record.from_line(lines[1]).__dict__)
+    template = LineTemplate.of(Record.from_line(lines[1]).__dict__, len(lines[1]))
     obj = template.read(lines[4].rstrip("\n"))
     parsed = ledger._canonical_object(lines[4].rstrip("\n"))
     assert obj == parsed and list(obj) == list(parsed) and list(obj["body"]) == list(parsed["body"])
+
+
+def _charge(i: int, epsilon: float, clamp: float = 1e301) -> dict:
+    return {"bound_source": "rdp", "epsilon_spent": 0.01 * (i + 1),
+            "event": {"epsilon": epsilon, "kind": "laplace", "sensitivity": {"norm": "abs", "value": 1.0}},
+            "imputation": {"clamp": [-clamp, clamp], "nan": 0.0}, "mechanism": "laplace", "plugin": "session"}
+
+
+def test_members_differing_in_nested_numbers_are_read_as_written_and_shared_by_text(tmp_path: Path,
+                                                                                    template_reads: list[int]) -> None:
+    """Charges whose events cycle through three ε (numbers one level down) and whose clamps (in a list) change once:
+    every line is read by a template as written, equal members are one object, and members that differ are not."""
+    path = tmp_path / "l.jsonl"
+    lines = _write(path, [_charge(i, (0.5, 0.25, 1)[i % 3], 1e301 if i < 60 else 7.5) for i in range(120)], "charge")
+    records, problems = read_records(path)
+    assert problems == [] and records == _expected(lines)[0] and _types(records) == _types(_expected(lines)[0])
+    assert [type(r.body["event"]["epsilon"]) for r in records[:3]] == [float, float, int]
+    assert len(template_reads) >= 115
+    assert len({id(r.body["event"]) for r in records}) == 3
+    assert len({id(r.body["imputation"]) for r in records}) == 2
+    assert all(r.body["event"]["sensitivity"] is records[0].body["event"]["sensitivity"] for r in records)
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ('"epsilon":0.25', '"epsilon":0.250'), ('"epsilon":0.25', '"epsilon":2.5e-1'), ('"value":1.0', '"value":1'),
+    ('"value":1.0', '"value":1.00'), ('"clamp":[-7.5', '"clamp":[-07.5'), ('"clamp":[-7.5', '"clamp":[-0'),
+    ('"nan":0.0', '"nan":-0.0'), ('"nan":0.0', '"nan":0'),
+])
+def test_a_nested_number_is_refused_or_read_as_the_parser_does(tmp_path: Path, old: str, new: str) -> None:
+    path = tmp_path / "l.jsonl"
+    lines = _write(path, [_charge(i, 0.25, 7.5) for i in range(4)], "charge")
+    assert old in lines[3]
+    lines[3] = lines[3].replace(old, new, 1)
+    path.write_text("".join(lines), encoding="utf-8")
+    records, problems = read_records(path)
+    assert (records, problems) == _expected(lines) and _types(records) == _types(_expected(lines)[0])
+    if records[-1].seq == 3:  # read (another canonical number): a member of its own, not the earlier lines'
+        assert records[-1].body["event"] is not records[-2].body["event"] or \
+            records[-1].body["imputation"] is not records[-2].body["imputation"]
+
+
+def test_a_template_keeps_a_bounded_number_of_members(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(line_template, "MEMBERS_KEPT", 2)
+    path = tmp_path / "l.jsonl"
+    lines = _write(path, [_charge(i, 0.5 + (i % 5) / 8) for i in range(40)], "charge")
+    records, problems = read_records(path)
+    assert problems == [] and records == _expected(lines)[0]
+    template = LineTemplate.of(records[0].__dict__, len(lines[0]))
+    for line in lines:
+        template.read(line.rstrip("\n"))
+    assert all(len(kept) <= 2 for *_, kept in template._parts)
+
+
+def test_many_long_integers_are_read_whole_and_judged_as_the_parser_does(tmp_path: Path) -> None:
+    """Review finding: a template converted a 4 300-digit integer (``int`` and ``repr`` are quadratic in the digits)
+    before the line was refused elsewhere. A slot longer than 32 characters is no template's; such lines are read
+    whole, with the parser's verdict."""
+    path = tmp_path / "l.jsonl"
+    lines = _write(path, [{f"n{i:02d}": 1 for i in range(16)}] + [{f"n{i:02d}": 7 * 10**200 for i in range(16)}] * 3)
+    lines[2] = lines[2].replace('"n15":7', '"n15":07', 1)
+    path.write_text("".join(lines), encoding="utf-8")
+    assert read_records(path) == _expected(lines)
+    template = LineTemplate.of(_expected(lines)[0][0].__dict__, len(lines[0]))
+    assert template.read(lines[1].rstrip("\n")) is None and template.read(lines[0].rstrip("\n")) is not None
+
+
+def test_a_shape_that_keeps_missing_is_tried_rarely(tmp_path: Path, monkeypatch) -> None:
+    """Review finding: lines that share a long start with the kept templates but never match them each paid for
+    every template. After TEMPLATE_TRIES misses in a row they are tried on the lines of the streak numbered by a power
+    of two only; the lines are read as written, and a template that matches again is found again."""
+    tried = []
+    real = LineTemplate.read
+    monkeypatch.setattr(LineTemplate, "read", lambda self, text: tried.append(1) or real(self, text))
+    path = tmp_path / "l.jsonl"
+    bodies = [{"a": "A" * 500, "z": f"v{i}"} for i in range(1000)] + [{"a": "A" * 500, "z": "w", "n": i}
+                                                                         for i in range(100)]
+    lines = _write(path, bodies)
+    assert read_records(path) == _expected(lines)
+    assert len(tried) < 150  # (each of the 1 000 lines tried up to four templates before)
+    assert sum(r.body.get("n") is not None for r in read_records(path)[0]) == 100
