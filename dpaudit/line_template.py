@@ -7,41 +7,47 @@ of one event only in their cumulative ``epsilon_spent`` and the same four record
 line the reader has parsed and checked in full; a later line of the same shape is then matched by one regular
 expression and its open places are converted and checked, which costs a fraction of a parse and an encoding.
 
-Soundness. Let O be the checked record object of a canonical line (:func:`LineTemplate.of`). Its *slots* are the
-ints and floats in its body, at any depth, and the record's ``hash``, ``prev``, ``seq`` and ``time``. Let T be the
-canonical encoding of O with slot i holding the string m_i, a fresh random marker (:data:`_NONCE` with the index; no
-character of it is escaped). The canonical encoding of an object is ``{``, its members' encodings in key order,
-``}`` (of a list, ``[``, its items', ``]``), so T holds ``"m_i"`` exactly at slot i's place; the template requires
-each ``"m_i"`` to occur once in T (and the nonce nowhere else), and splits T there into literal chunks c_0 … c_k. For
-any slot values v_i, the canonical encoding of O with slot i holding v_i is then c_0 e(v_1) c_1 … e(v_k) c_k, e the
-canonical encoding (the keys and every other value unchanged). A line L that the template's expression matches is
-c_0 s_1 c_1 … s_k c_k; each s_i is converted to v_i and kept only if e(v_i) = s_i: a number s_i must be the ``repr``
-of ``float(s_i)`` (when it holds a point or an exponent) or of ``int(s_i)`` (otherwise), which is how json writes a
-finite float and an int and what json's parser reads back from s_i; a digest is 64 lowercase hex digits between
-quotes, which a string encodes as. So L is the canonical encoding of the object read, which is json's parse of L: the
-record the reader would have parsed, with the record fields of the types its checks require (``seq`` a
-non-negative int, ``time`` a finite float, digests of 64 hex digits). A line that does not match, or any slot that
-fails, is left to the reader's other paths, which read it (or refuse it) as before.
+Soundness. Let O be the checked record object of a canonical line (:func:`LineTemplate.of`). Its *open places* are
+the ints and floats in its body, at any depth, and the record's ``hash``, ``prev``, ``seq`` and ``time``. Let T be
+the canonical encoding of O with open place i holding the string m_i, a fresh random marker (:data:`_NONCE` with the
+index; no character of it is escaped). The canonical encoding of an object is ``{``, its members' encodings in key
+order, ``}`` (of a list, ``[``, its items', ``]``), so T holds ``"m_i"`` exactly at place i; the template requires the
+nonce to occur in T once per marker, and T to be the concatenation it assembles member by member (checked against
+the encoder). Its regular expression is T with each ``"m_i"`` replaced by a number's pattern (a digest's, quoted, for
+``hash`` and ``prev``) and each body member that holds an open number wrapped in a group.
 
-Sharing. A body member's encoding is one piece of the line, so the slots inside a member are consecutive, and two
-lines the template reads with the same texts in that member's slots hold the same text for the member, hence equal
-values: the template gives them one object (kept by those texts, the template's own line's member under its own
-numbers' ``repr``), copying only the containers on the paths of the slots whose values differ from the template's.
-Records never mutate their bodies, and the reader's remembered members (:class:`dpaudit.ledger._Repeats`) are shared
-alike. 10⁵ charges whose events differ only in their ε, cycling through a few values, are read as a few event
-objects, which every later check describes once.
+A line L that the expression matches is T with other texts in the open places. Each top-level number's text s must
+be ``repr`` of what it reads as, ``float(s)`` where it holds a point or an exponent, else ``int(s)``: json's own text
+of a finite float and of an int, and what json's parser reads back from s. Each digest is 64 lowercase hex digits
+between quotes, as a string encodes. Each member group's text M must be the canonical encoding of its own parse
+(orjson's parse, re-encoded by json's encoder: then it is json's parse, as in the reader,
+:func:`dpaudit.ledger._fast_parse`). So every piece of L is the canonical encoding of the value read for it, the
+rest of L is T's own text, and L is the canonical encoding of the record read, which is json's parse of L: the record
+the reader would have parsed, with the record fields of the types its checks require (``seq`` a non-negative int,
+``time`` a finite float, digests of 64 hex digits). A line that does not match, or any piece that fails, is left to
+the reader's other paths, which read it (or refuse it) as before.
+
+Sharing. Two lines the template reads with the same text M for a member hold equal values there, so the template
+gives them one object: it keeps the members it has read by their text (at most :data:`MEMBERS_KEPT` per member, its
+own line's under that line's text) and parses a member only when its text is new. Records never mutate their
+bodies, and the reader's remembered members (:class:`dpaudit.ledger._Repeats`) are shared alike. 10⁵ charges whose
+events differ only in their ε, cycling through a few values, are read as a few event objects, which every later
+check describes once.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from typing import Any
 
+import orjson
+
 from dpaudit import canonical
 
-#: the longest line a template is learnt from (a regular expression is built of it), the most body slots, and the
-#: most objects a template keeps of each body member with slots (those of the latest distinct slot texts)
+#: the longest line a template is learnt from (a regular expression is built of it), the most numbers of a body it
+#: leaves open, and the most objects a template keeps of each body member with open numbers (the latest texts)
 MAX_TEMPLATE_CHARS = 4096
 MAX_BODY_SLOTS = 64
 MEMBERS_KEPT = 256
@@ -51,10 +57,11 @@ _NONCE = "dpaudit-slot-" + secrets.token_hex(16)
 #: a slot's text in a line: a number as json may write one (loosely: each match is checked exactly; at most 32
 #: characters, which every float's repr fits in, so that no long integer is converted before a line is refused), a
 #: digest
-_NUMBER = r"(-?[0-9][0-9.e+-]{0,31})"
+_INNER_NUMBER = r"-?[0-9][0-9.e+-]{0,31}"
+_NUMBER = f"({_INNER_NUMBER})"
 _DIGEST = r'"([0-9a-f]{64})"'
-#: the record fields left open, in key order (they follow the body, the first key)
-_RECORD_SLOTS = ("hash", "prev", "seq", "time")
+#: a body marker as the encoder writes it (quoted)
+_QUOTED_MARKER = re.compile(f'"{re.escape(_NONCE)}-[0-9]+"')
 
 
 def canonical_number(text: str) -> int | float:
@@ -72,13 +79,14 @@ def canonical_number(text: str) -> int | float:
 
 
 class LineTemplate:
-    """A checked canonical line with its slots left open (module docstring). Build one with :meth:`of`."""
+    """A checked canonical line with its open places (module docstring). Build one with :meth:`of`."""
 
     __slots__ = ("_match", "_parts", "_body", "_type")
 
-    def __init__(self, match: Any, parts: tuple[_Part, ...], body: dict[str, Any], rtype: str) -> None:
+    def __init__(self, match: Any, parts: tuple[tuple[str, dict[str, Any] | None], ...], body: dict[str, Any],
+                 rtype: str) -> None:
         self._match = match
-        self._parts = parts
+        self._parts = parts  # the body's members with open places, in order: (key, members kept by text or None)
         self._body = body
         self._type = rtype
 
@@ -86,35 +94,41 @@ class LineTemplate:
     def of(cls, obj: dict[str, Any], chars: int) -> LineTemplate | None:
         """The template of the record object ``obj``, which must be the reader's checked parse of a canonical line
         of ``chars`` characters (its six fields of their types); None where that line is longer than
-        :data:`MAX_TEMPLATE_CHARS`, its body holds more than :data:`MAX_BODY_SLOTS` numbers, or a marker is not found
-        once (a line naming the nonce)."""
+        :data:`MAX_TEMPLATE_CHARS`, its body holds more than :data:`MAX_BODY_SLOTS` numbers, or the markers do not
+        occur once each (a line naming the nonce)."""
         if chars > MAX_TEMPLATE_CHARS:
             return None
         body = obj["body"]
-        paths: list[tuple[Any, ...]] = []  # each body slot's path: the top-level key, then keys and list indices
-        marked = _marked(body, (), paths)
-        if len(paths) > MAX_BODY_SLOTS:
+        markers: list[str] = []
+        marked = _marked(body, markers)
+        if len(markers) > MAX_BODY_SLOTS:
             return None
-        markers = [f"{_NONCE}-{i}" for i in range(len(paths) + len(_RECORD_SLOTS))]
-        text = canonical.dumps_parsed({"body": marked, **dict(zip(_RECORD_SLOTS, markers[len(paths):], strict=True)),
-                                       "type": obj["type"]})
-        if text.count(_NONCE) != len(markers):
+        record = [f"{_NONCE}-r{i}" for i in range(4)]  # hash, prev, seq, time
+        text = canonical.dumps_parsed({"body": marked, "hash": record[0], "prev": record[1], "seq": record[2],
+                                       "time": record[3], "type": obj["type"]})
+        if text.count(_NONCE) != len(markers) + len(record):
             return None
-        quoted = [f'"{marker}"' for marker in markers]
-        places = sorted((text.find(q), i) for i, q in enumerate(quoted))
-        order = [i for _, i in places]
-        if places[0][0] < 0 or order[len(paths):] != list(range(len(paths), len(markers))):
-            return None  # (cannot happen for a record object: the body is its first key)
-        kinds = [_NUMBER] * len(paths) + [_DIGEST, _DIGEST, _NUMBER, _NUMBER]  # (hash, prev, seq, time)
-        pattern, done = [], 0
-        for at, i in places:
-            pattern += [re.escape(text[done:at]), kinds[i]]
-            done = at + len(quoted[i])
-        pattern.append(re.escape(text[done:]))
-        parts = _parts(body, [paths[i] for i in order[:len(paths)]])
-        if parts is None:
-            return None
-        return cls(re.compile("".join(pattern)).fullmatch, parts, body, obj["type"])
+        pieces: list[tuple[str, str]] = [('{"body":{', "")]  # (text, pattern) whose texts make T
+        parts: list[tuple[str, dict[str, Any] | None]] = []
+        for i, key in enumerate(sorted(body)):  # (the canonical order of the keys)
+            value, head = marked[key], ("," if i else "") + canonical.encode_string(key) + ":"
+            member = canonical.dumps_parsed(value)
+            if type(body[key]) in (int, float):
+                pieces += [(head, ""), (member, _NUMBER)]
+                parts.append((key, None))
+            elif _NONCE in member:
+                pieces += [(head, ""), (member, "(" + _opened(member) + ")")]
+                parts.append((key, {canonical.dumps_parsed(body[key]): body[key]}))
+            else:
+                pieces.append((head + member, ""))
+        quoted = [canonical.encode_string(m) for m in record]
+        pieces += [('},"hash":', ""), (quoted[0], _DIGEST), (',"prev":', ""), (quoted[1], _DIGEST), (',"seq":', ""),
+                   (quoted[2], _NUMBER), (',"time":', ""), (quoted[3], _NUMBER),
+                   (',"type":' + canonical.encode_string(obj["type"]) + "}", "")]
+        if "".join(piece for piece, _ in pieces) != text:
+            return None  # (cannot happen: the encoder's text, member by member)
+        pattern = "".join(regex or re.escape(piece) for piece, regex in pieces)
+        return cls(re.compile(pattern).fullmatch, tuple(parts), body, obj["type"])
 
     def read(self, text: str) -> dict[str, Any] | None:
         """The checked record object of the line ``text`` (no newline), or None where the template does not read
@@ -125,93 +139,55 @@ class LineTemplate:
         values = found.groups()
         body = self._body.copy()
         try:
-            for key, start, stop, inner, own, kept in self._parts:  # (the body's slots first, the record's last)
-                if inner is None:  # a number
-                    body[key] = canonical_number(values[start])
+            for (key, kept), piece in zip(self._parts, values, strict=False):  # (then the record's four)
+                if kept is None:  # a number
+                    body[key] = canonical_number(piece)
                     continue
-                texts = values[start:stop]
-                member = kept.get(texts)
-                if member is None:  # (a slot whose text is the template's keeps the template's number)
-                    changed = [(path, text) for path, text, mine in zip(inner, texts, own, strict=True)
-                               if text != mine]
-                    member = _placed(self._body[key], tuple(path for path, _ in changed),
-                                     [canonical_number(text) for _, text in changed])
+                member = kept.get(piece)
+                if member is None:
+                    member = _canonical_member(piece)
                     if len(kept) >= MEMBERS_KEPT:
                         del kept[next(iter(kept))]
-                    kept[texts] = member
+                    kept[piece] = member
                 body[key] = member
             seq, time = canonical_number(values[-2]), canonical_number(values[-1])
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
         if type(seq) is not int or seq < 0 or type(time) is not float:
             return None
         return {"body": body, "hash": values[-4], "prev": values[-3], "seq": seq, "time": time, "type": self._type}
 
 
-#: a body member with slots: its key, its slots' range in the groups of a match, the slots' paths inside it and the
-#: texts of the template's own numbers there (None, None for a number member), and the member objects built so far,
-#: by the texts of its slots
-_Part = tuple[str, int, int, "tuple[tuple[Any, ...], ...] | None", "tuple[str, ...] | None",
-              "dict[tuple[str, ...], Any]"]
-
-
-def _marked(value: Any, path: tuple[Any, ...], paths: list[tuple[Any, ...]]) -> Any:
-    """``value`` with each int and float in it (at any depth) replaced by the next marker; their paths appended to
-    ``paths``. Recurses once a level (a checked body nests at most 63 levels)."""
+def _marked(value: Any, markers: list[str]) -> Any:
+    """``value`` with each int and float in it (at any depth) replaced by the next marker (appended to
+    ``markers``). Recurses once a level (a checked body nests at most 63 levels)."""
     kind = type(value)
     if kind is int or kind is float:
-        paths.append(path)
-        return f"{_NONCE}-{len(paths) - 1}"
+        markers.append(f"{_NONCE}-{len(markers)}")
+        return markers[-1]
     if kind is dict:
-        return {key: _marked(item, (*path, key), paths) for key, item in value.items()}
+        return {key: _marked(item, markers) for key, item in value.items()}
     if kind is list:
-        return [_marked(item, (*path, i), paths) for i, item in enumerate(value)]
+        return [_marked(item, markers) for item in value]
     return value
 
 
-def _parts(body: dict[str, Any], paths: list[tuple[Any, ...]]) -> tuple[_Part, ...] | None:
-    """The body's members with slots, from the slots' paths in the order their markers occur in the line (a member's
-    slots are consecutive, its encoding being one piece of the line); each member kept under the texts of its own
-    numbers (their ``repr``, json's text of them); None where a member's slots are not consecutive (cannot happen)."""
-    parts: list[_Part] = []
-    start = 0
-    while start < len(paths):
-        key = paths[start][0]
-        stop = start
-        while stop < len(paths) and paths[stop][0] == key:
-            stop += 1
-        if any(key == part[0] for part in parts):
-            return None
-        if paths[start] == (key,):
-            parts.append((key, start, stop, None, None, {}))
-        else:
-            inner = tuple(path[1:] for path in paths[start:stop])
-            own = tuple(repr(_at(body[key], path)) for path in inner)
-            parts.append((key, start, stop, inner, own, {own: body[key]}))
-        start = stop
-    return tuple(parts)
+def _opened(member: str) -> str:
+    """The pattern of a member's marked text: its text, each quoted marker a number's pattern (not a group)."""
+    return _INNER_NUMBER.join(map(re.escape, _QUOTED_MARKER.split(member)))
 
 
-def _at(value: Any, path: tuple[Any, ...]) -> Any:
-    for step in path:
-        value = value[step]
+def _canonical_member(text: str) -> Any:
+    """The value whose canonical JSON text is ``text``: its parse (orjson's, or json's where the text holds more
+    brackets than :data:`dpaudit.canonical.MAX_DEPTH`, which orjson reads slowly), kept only if json's canonical
+    encoder writes it back as ``text`` (then it is json's parse of ``text``).
+
+    Raises:
+        ValueError: ``text`` is not the canonical encoding of its parse (or not JSON).
+        RecursionError: json's parser or encoder ran out of stack.
+    """
+    deep = text.count("[") + text.count("{") > canonical.MAX_DEPTH
+    value = json.loads(text) if deep else orjson.loads(text)
+    if canonical.dumps_parsed(value) != text:
+        raise ValueError("not a canonical member")
     return value
-
-
-def _placed(value: Any, paths: tuple[tuple[Any, ...], ...], numbers: list[int | float]) -> Any:
-    """``value`` (a dict or list) with the number at each path replaced by the matching one of ``numbers``, copying
-    only the containers on those paths (the others are shared: never mutated); ``value`` itself where no path."""
-    if not paths:
-        return value
-    copy = dict(value) if type(value) is dict else list(value)
-    deeper: dict[Any, tuple[list[tuple[Any, ...]], list[int | float]]] = {}
-    for path, number in zip(paths, numbers, strict=True):
-        if len(path) == 1:
-            copy[path[0]] = number
-        else:
-            inner, found = deeper.setdefault(path[0], ([], []))
-            inner.append(path[1:])
-            found.append(number)
-    for step, (inner, found) in deeper.items():
-        copy[step] = _placed(value[step], tuple(inner), found)
-    return copy
