@@ -18,7 +18,7 @@ alone cost about 0.09 s; and a verifier must parse every record to check it. So 
 ``verify / parse floor`` at 10^5 records, target ≤ 5 (docs/performance.md, "Verify"); the read-and-hash ratio is
 printed beside it for comparison. ``--distinct N`` cycles the releases' ε through N values, so that the charges do not
 all repeat one event (the default, 1, is the issue's workload; 97 made verify 6.3-6.8x the floor before the reader's
-line templates, 4.5-4.6x with them).
+line templates, 4.4-4.6x with them).
 """
 
 from __future__ import annotations
