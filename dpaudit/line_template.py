@@ -20,8 +20,8 @@ A line L that the expression matches is T with other texts in the open places. E
 be ``repr`` of what it reads as, ``float(s)`` where it holds a point or an exponent, else ``int(s)``: json's own text
 of a finite float and of an int, and what json's parser reads back from s. Each digest is 64 lowercase hex digits
 between quotes, as a string encodes. Each member group's text M must be the canonical encoding of its own parse
-(orjson's parse, re-encoded by json's encoder: then it is json's parse, as in the reader,
-:func:`dpaudit.ledger._fast_parse`). So every piece of L is the canonical encoding of the value read for it, the
+(orjson's parse, or json's above 64 brackets, re-encoded by json's encoder: then it is json's parse, as in the
+reader, :func:`dpaudit.ledger._fast_parse`). So every piece of L is the canonical encoding of the value read for it, the
 rest of L is T's own text, and L is the canonical encoding of the record read, which is json's parse of L: the record
 the reader would have parsed, with the record fields of the types its checks require (``seq`` a non-negative int,
 ``time`` a finite float, digests of 64 hex digits). A line that does not match, or any piece that fails, is left to
@@ -179,8 +179,9 @@ def _opened(member: str) -> str:
 
 def _canonical_member(text: str) -> Any:
     """The value whose canonical JSON text is ``text``: its parse (orjson's, or json's where the text holds more
-    brackets than :data:`dpaudit.canonical.MAX_DEPTH`, which orjson reads slowly), kept only if json's canonical
-    encoder writes it back as ``text`` (then it is json's parse of ``text``).
+    brackets than :data:`dpaudit.canonical.MAX_DEPTH`, as in the reader's fast path,
+    :func:`dpaudit.ledger._fast_parse`), kept only if json's canonical encoder writes it back as ``text`` (then it is
+    json's parse of ``text``).
 
     Raises:
         ValueError: ``text`` is not the canonical encoding of its parse (or not JSON).
