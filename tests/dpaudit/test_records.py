@@ -287,3 +287,33 @@ def test_a_body_mapping_without_get_is_read_as_before():
     """Review of 78f92b5: the one-loop check read fields with ``get``, so such a body raised AttributeError."""
     assert ChargeBody.from_dict(_BareMapping(_body(CHARGE))) == ChargeBody.from_dict(_body(CHARGE))
     assert ReleaseBody.from_dict(_BareMapping(_body(RELEASE))) == ReleaseBody.from_dict(_body(RELEASE))
+
+
+class _Label(str):
+    """A str subclass: not the exact type the release fast path takes."""
+
+
+@pytest.mark.parametrize("body", [
+    {"charge_seq": 3, "label": "count", "mechanism": "laplace", "output": 1.5, "plugin": "session"},
+    {"charge_seq": 3, "label": "", "mechanism": "laplace", "output": [1, 2.5], "plugin": "session"},
+    {"charge_seq": 3, "label": _Label("count"), "mechanism": "laplace", "output": None, "plugin": "session"},
+    {"plugin": "session", "output": 7, "mechanism": "laplace", "label": "count", "charge_seq": 3},  # other order
+])
+def test_a_release_body_reads_as_the_constructed_one_by_either_path(body):
+    """The session-shaped fast path of ``ReleaseBody._parse`` and the generic path give the constructed body: the
+    same fields in the constructor's order (a str subclass takes the generic path)."""
+    parsed = ReleaseBody.from_dict(body)
+    built = ReleaseBody(charge_seq=body["charge_seq"], plugin=body["plugin"], mechanism=body["mechanism"],
+                        label=body["label"], output=body["output"])
+    assert parsed == built and list(vars(parsed)) == list(vars(built))
+
+
+@pytest.mark.parametrize(("body", "problem"), [
+    ({"charge_seq": True, "label": "c", "mechanism": "m", "output": 1.5, "plugin": "p"}, "'charge_seq' has type bool"),
+    ({"charge_seq": 3.0, "label": "c", "mechanism": "m", "output": 1.5, "plugin": "p"}, "'charge_seq' has type float"),
+    ({"charge_seq": 3, "label": 1, "mechanism": "m", "output": 1.5, "plugin": "p"}, "'label' has type int"),
+    ({"charge_seq": 3, "label": "c", "mechanism": "m", "plugin": "p", "outputs": 1.5}, "lacks 'output'"),
+])
+def test_a_malformed_release_body_of_the_sessions_shape_is_refused_by_name(body, problem):
+    with pytest.raises(LedgerError, match=problem):
+        ReleaseBody.from_dict(body)
