@@ -21,6 +21,8 @@ from json.encoder import (  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from dpaudit.files import read_regular
 
 #: one encoder for every call: ``json.dumps`` with these options builds a new one each time (what it then does)
@@ -93,13 +95,36 @@ def json_depth(text: str) -> int:
     return max(itertools.accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
+def _opening_brackets(text: str) -> int:
+    """How many opening brackets JSON text holds, in strings or not: a bound on its nesting depth."""
+    return text.count("[") + text.count("{")
+
+
 def depth_above(text: str, limit: int) -> int | None:
     """The nesting of JSON text where it is deeper than ``limit``, else None: the text's count of opening brackets
     bounds its depth, so the exact scan (:func:`json_depth`) runs only on text with more than ``limit`` of them."""
-    if text.count("[") + text.count("{") <= limit:
+    if _opening_brackets(text) <= limit:
         return None
     depth = json_depth(text)
     return depth if depth > limit else None
+
+
+def fast_loads(text: str) -> Any:
+    """``text`` parsed by orjson (a C parser, faster than json's), or None where it refuses the text. Only a parse
+    whose canonical re-encoding (:data:`dumps_parsed`, json's own encoder) is ``text`` may be used: then ``text`` is
+    json's canonical encoding of that value, which json's parser reads back as the very same value (a float's ``repr``
+    round-trips exactly), so the result is json's parse of ``text``. Where orjson parses differently, refuses what
+    json accepts (integers beyond 64 bits, escaped lone surrogates) or accepts what it refuses, the re-encoding
+    differs or the parse is None, and the caller parses with json: what is accepted, and each error, are json's (the
+    ledger reader, :mod:`dpaudit.ledger`, and its line templates, :mod:`dpaudit.line_template`)."""
+    if _opening_brackets(text) > MAX_DEPTH:
+        # may nest deeper than json reaches at some recursion depth while orjson (limit 1024) does not: such text
+        # goes to json alone, so text json cannot read is refused as before, never accepted to fail later
+        return None
+    try:
+        return orjson.loads(text)
+    except ValueError:  # orjson.JSONDecodeError, and anything else it refuses
+        return None
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

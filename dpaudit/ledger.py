@@ -34,8 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from dpaudit import canonical
 from dpaudit.errors import LedgerError
 from dpaudit.files import fsync_dir, open_regular
@@ -170,23 +168,6 @@ def _record_of_line(text: str, raw: bytes, repeats: _Repeats | None = None) -> R
     return record
 
 
-def _fast_parse(text: str) -> Any:
-    """``text`` parsed by orjson (a C parser, faster than json's), or None where it refuses the text. Only a parse
-    whose canonical re-encoding (json's own encoder) is ``text`` may be used: then ``text`` is json's canonical
-    encoding of that value, which json's parser reads back as the very same value (a float's ``repr`` round-trips
-    exactly), so the result is json's parse of ``text``. Where orjson parses differently, refuses what json accepts
-    (integers beyond 64 bits, escaped lone surrogates) or accepts what it refuses, the re-encoding differs or the
-    parse is None, and the caller parses with json: the set of lines accepted, and each error, are json's."""
-    if text.count("[") + text.count("{") > canonical.MAX_DEPTH:
-        # may nest deeper than json reaches at some recursion depth while orjson (limit 1024) does not: such a line
-        # goes to json alone, so a line json cannot read is refused as before, never accepted to fail later
-        return None
-    try:
-        return orjson.loads(text)
-    except ValueError:  # orjson.JSONDecodeError, and anything else it refuses
-        return None
-
-
 def _canonical_object(text: str) -> dict[str, Any]:
     """The record object of the line ``text``, checked: its fields and their types, and that ``text`` is its
     canonical encoding.
@@ -194,7 +175,7 @@ def _canonical_object(text: str) -> dict[str, Any]:
     Raises:
         LedgerError: as :meth:`Record.from_line`.
     """
-    obj = _fast_parse(text)  # taken only for a canonical line (see _fast_parse)
+    obj = canonical.fast_loads(text)  # taken only for a canonical line (see canonical.fast_loads)
     if type(obj) is dict and obj.keys() == _FIELDS:
         try:
             _check_values(obj)
@@ -382,7 +363,7 @@ class _Repeats:
         if not replaced or self._NONCE in text or short.count(self._NONCE) != len(replaced):
             return None  # (a marker lost to a later replacement, or a line naming the nonce itself)
         try:
-            obj = _fast_parse(short)  # used only if its canonical re-encoding is ``short`` (checked below)
+            obj = canonical.fast_loads(short)  # used only if its canonical re-encoding is ``short`` (below)
             if type(obj) is not dict:
                 return None
             _check_fields(obj)

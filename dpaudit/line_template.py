@@ -21,11 +21,11 @@ be ``repr`` of what it reads as, ``float(s)`` where it holds a point or an expon
 of a finite float and of an int, and what json's parser reads back from s. Each digest is 64 lowercase hex digits
 between quotes, as a string encodes. Each member group's text M must be the canonical encoding of its own parse
 (orjson's parse, or json's above 64 brackets, re-encoded by json's encoder: then it is json's parse, as in the
-reader, :func:`dpaudit.ledger._fast_parse`). So every piece of L is the canonical encoding of the value read for it, the
-rest of L is T's own text, and L is the canonical encoding of the record read, which is json's parse of L: the record
-the reader would have parsed, with the record fields of the types its checks require (``seq`` a non-negative int,
-``time`` a finite float, digests of 64 hex digits). A line that does not match, or any piece that fails, is left to
-the reader's other paths, which read it (or refuse it) as before.
+reader, :func:`dpaudit.canonical.fast_loads`). So every piece of L is the canonical encoding of the value read for
+it, the rest of L is T's own text, and L is the canonical encoding of the record read, which is json's parse of L:
+the record the reader would have parsed, with the record fields of the types its checks require (``seq`` a
+non-negative int, ``time`` a finite float, digests of 64 hex digits). A line that does not match, or any piece that
+fails, is left to the reader's other paths, which read it (or refuse it) as before.
 
 Sharing. Two lines the template reads with the same text M for a member hold equal values there, so the template
 gives them one object: it keeps the members it has read by their text (at most :data:`MEMBERS_KEPT` per member, its
@@ -41,8 +41,6 @@ import json
 import re
 import secrets
 from typing import Any
-
-import orjson
 
 from dpaudit import canonical
 
@@ -178,17 +176,16 @@ def _opened(member: str) -> str:
 
 
 def _canonical_member(text: str) -> Any:
-    """The value whose canonical JSON text is ``text``: its parse (orjson's, or json's where the text holds more
-    brackets than :data:`dpaudit.canonical.MAX_DEPTH`, as in the reader's fast path,
-    :func:`dpaudit.ledger._fast_parse`), kept only if json's canonical encoder writes it back as ``text`` (then it is
-    json's parse of ``text``).
+    """The value whose canonical JSON text is ``text``: its parse (:func:`dpaudit.canonical.fast_loads`, else json's),
+    kept only if json's canonical encoder writes it back as ``text`` (then it is json's parse of ``text``).
 
     Raises:
         ValueError: ``text`` is not the canonical encoding of its parse (or not JSON).
         RecursionError: json's parser or encoder ran out of stack.
     """
-    deep = text.count("[") + text.count("{") > canonical.MAX_DEPTH
-    value = json.loads(text) if deep else orjson.loads(text)
+    value = canonical.fast_loads(text)
+    if value is None:
+        value = json.loads(text)
     if canonical.dumps_parsed(value) != text:
         raise ValueError("not a canonical member")
     return value

@@ -882,7 +882,7 @@ def test_more_record_types_than_kept_apart_share_one(tmp_path: Path) -> None:
     assert all(id(r.body["event"]) in first for r in records[len(types):])  # the second round took the shortcut
 
 
-# the fast parser (``ledger._fast_parse``, orjson) is used only where json's canonical re-encoding of its parse is the
+# the fast parser (``canonical.fast_loads``, orjson) is used only where json's canonical re-encoding of its parse is the
 # line; these are lines where orjson and json disagree, each read as json reads it
 
 

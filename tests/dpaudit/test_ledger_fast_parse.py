@@ -19,15 +19,15 @@ _BASE = canonical.dumps({"body": {"x": 0}, "hash": _H, "prev": _H, "seq": 1, "ti
 def _accepts(text: str, fast: bool) -> bool:
     """Whether the reader accepts ``text``, with its fast path on, or off (json's parse alone, as before orjson);
     both read at the same stack depth."""
-    original = ledger._fast_parse
+    original = canonical.fast_loads
     if not fast:
-        ledger._fast_parse = lambda _text: None
+        canonical.fast_loads = lambda _text: None
     try:
         ledger._canonical_object(text)
     except LedgerError:
         return False
     finally:
-        ledger._fast_parse = original
+        canonical.fast_loads = original
     return True
 
 
@@ -47,8 +47,8 @@ def test_fast_and_json_paths_accept_the_same_nesting_at_every_recursion_limit(li
 def test_a_shallow_line_takes_the_fast_path(monkeypatch):
     """The bracket gate lets ordinary records through to orjson (else the test above could pass with no fast path)."""
     calls = []
-    real = ledger.orjson.loads
-    monkeypatch.setattr(ledger.orjson, "loads", lambda text: calls.append(text) or real(text))
+    real = canonical.orjson.loads
+    monkeypatch.setattr(canonical.orjson, "loads", lambda text: calls.append(text) or real(text))
     ledger._canonical_object(_BASE)
     wide = _BASE.replace('"x":0', '"x":[' + ",".join(["[]"] * 70) + "]")  # 73 brackets, 4 levels deep
     assert ledger._canonical_object(wide)["body"]["x"] == [[]] * 70  # read by json, accepted
