@@ -330,3 +330,29 @@ def test_deeply_nested_numbers_that_change_on_every_line_cost_one_parse_of_the_m
         records, problems = read_records(path)
     assert problems == [] and records == _expected(lines)[0]
     assert len(template_reads) >= 25 and len(converted) <= 2 * 30  # seq and time; none of the member's numbers
+
+
+def test_two_threads_reading_ledgers_of_one_shape_each_read_their_own(tmp_path: Path) -> None:
+    """Templates and their kept members belong to one read: two threads reading two ledgers of the same shape (but
+    other numbers and members) at once each get their own file's records."""
+    import threading
+
+    paths, expected = [], []
+    for n in range(2):
+        path = tmp_path / f"l{n}.jsonl"
+        lines = _write(path, [_charge(i, (0.5, 0.25)[(i + n) % 2], 7.5 + n) for i in range(400)], "charge")
+        paths.append(path)
+        expected.append(_expected(lines))
+    results: dict[int, list] = {0: [], 1: []}
+
+    def read(n: int) -> None:
+        for _ in range(5):
+            results[n].append(read_records(paths[n]))
+
+    threads = [threading.Thread(target=read, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(len(r) == 5 for r in results.values())
+    assert all(got == expected[n] for n in range(2) for got in results[n])
