@@ -2,7 +2,8 @@
 
 The frozen outputs below were produced by the sequential code *before* trials could run in parallel (same
 configurations, ``SeededRandom(7)``): ``workers = 1`` must reproduce them bit for bit, the ledger's record sequence
-included, and ``workers = 2`` must be reproducible under a seed.
+included (the qLogNEHVI points to 10⁻⁴: their acquisition optimum moves in the last digits from CPU to CPU), and
+``workers = 2`` must be reproducible under a seed.
 """
 
 from __future__ import annotations
@@ -78,9 +79,26 @@ def test_one_worker_reproduces_the_sequential_code_bit_for_bit_adult_private_fro
     assert [_kind(kind, body) for kind, body in ledger] == FROZEN_ADULT_RECORDS
 
 
-def test_one_worker_reproduces_the_sequential_code_bit_for_bit_svt_qlognehvi(make_session, ledger_content):
+def _close_to(points, frozen, rel):
+    """``points`` equal to ``frozen`` in their parameter names, integers and count, every float within ``rel``."""
+    def same(a, b):
+        if isinstance(a, float) or isinstance(b, float):
+            return a == pytest.approx(b, rel=rel)
+        if isinstance(a, (tuple, list)):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(same(a[key], b[key]) for key in a)
+        return type(a) is type(b) and a == b
+    return same(points, frozen)
+
+
+def test_one_worker_reproduces_the_sequential_code_svt_qlognehvi(make_session, ledger_content):
+    """Same trials as the sequential code, to the last digits that the CPU's kernels move: qLogNEHVI's acquisition
+    is optimised by L-BFGS-B through torch, whose float64 reductions differ by CPU (a Sapphire Rapids machine moved
+    the fifth trial's b by 5e-6 relative). A moved seed draw or charge gives other points altogether."""
     out, _ = _run(make_session, ledger_content, SVT_BO, (TRAIN_NAME,))
-    assert _points(out) == FROZEN_SVT
+    assert _close_to(_points(out), FROZEN_SVT, rel=1e-4)
+    assert not _close_to(_points(out)[:4] + [({"C": 10, "b": 35.2}, *FROZEN_SVT[4][1:])], FROZEN_SVT, rel=1e-4)
 
 
 def test_two_worker_processes_run_the_trials_of_the_sequential_path_and_charge_each_batch_before_it_runs(
