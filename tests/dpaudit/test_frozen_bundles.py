@@ -7,6 +7,12 @@ Each fixture under ``tests/fixtures/frozen_runs/`` is a run folder as a commit o
 
 * ``pld3-a6d4562``: seeded session (ε_B = 3, δ_B = 1e-6, accountant ``pld`` at fold ``pld/3``), five Laplace counts
   released and forty DP-SGD step charges never released.
+* ``<plugin>-1adcdcc``: every plugin's smoke run as ``dpaudit run PLUGIN --epsilon 20 --delta 1e-5 --seed 1`` wrote it
+  (``dp-gp`` with ``--neighbouring replace_one``; ``dp-gp-refused`` without it, closed REFUSED), and three audits:
+  ``audit mechanism gaussian --epsilon 1 --delta 1e-5 --canaries 1000 --seed 1``, ``audit mechanism laplace
+  --epsilon 1 --canaries 500 --seed 2`` and ``audit dpsgd --epsilon 4 --seed 1`` (white-box canaries, 5,000 of them):
+  the plugins' own records, the audit evidence verify recomputes, the NIST fields and each report section.
+  One store wrote them all, so one key signed them.
 """
 
 from __future__ import annotations
@@ -20,7 +26,13 @@ from dpaudit.trust import KeyTrust
 from dpaudit.verify import verify_bundle
 
 FROZEN = Path(__file__).resolve().parents[1] / "fixtures" / "frozen_runs"
-FINGERPRINTS = {"pld3-a6d4562": "1d739fc40a2654bf124485f753d7cc6fdc6b44cbd458a200d615c57107a411b8"}
+STORE_1ADCDCC = "34a0cc0babf9c038374ca4efcc91ee6d41f9d8ed1333d19e233b14760dfe4e57"
+FINGERPRINTS = {
+    "pld3-a6d4562": "1d739fc40a2654bf124485f753d7cc6fdc6b44cbd458a200d615c57107a411b8",
+    **{f"{name}-1adcdcc": STORE_1ADCDCC for name in (
+        "opacus-training", "naive", "randtune", "constant-overhead", "kusner-bo", "dp-gp", "dp-gp-refused", "dpareto",
+        "audit-gaussian", "audit-laplace", "audit-dpsgd")},
+}
 
 
 @pytest.mark.parametrize("name", sorted(FINGERPRINTS))
