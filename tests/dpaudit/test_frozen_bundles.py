@@ -12,7 +12,8 @@ Each fixture under ``tests/fixtures/frozen_runs/`` is a run folder as a commit o
   ``audit mechanism gaussian --epsilon 1 --delta 1e-5 --canaries 1000 --seed 1``, ``audit mechanism laplace
   --epsilon 1 --canaries 500 --seed 2`` and ``audit dpsgd --epsilon 4 --seed 1`` (white-box canaries, 5,000 of them):
   the plugins' own records, the audit evidence verify recomputes, the NIST fields and each report section.
-  One store wrote them all, so one key signed them.
+  One store wrote them all, so one key signed them. ``audit-dpsgd`` carries the in-toto envelope and
+  ``audit-laplace`` the PROV document that ``dpaudit export --format in-toto|prov`` of 1adcdcc wrote.
 """
 
 from __future__ import annotations
@@ -52,3 +53,17 @@ def test_an_edited_old_report_is_still_caught(tmp_path: Path, name: str) -> None
                            trust=KeyTrust.default(tmp_path / "no-store", trusted_keys=(FINGERPRINTS[name],)))
     assert not report.valid
     assert any("report.md" in reason for reason in report.reasons)
+
+
+@pytest.mark.parametrize(("name", "check"), [("audit-dpsgd-1adcdcc", "in-toto"), ("audit-laplace-1adcdcc", "prov")])
+def test_an_old_export_still_verifies_and_a_flipped_byte_is_caught(tmp_path: Path, name: str, check: str) -> None:
+    bundle = shutil.copytree(FROZEN / name, tmp_path / name)
+    trust = KeyTrust.default(tmp_path / "no-store", trusted_keys=(FINGERPRINTS[name],))
+    report = verify_bundle(bundle, allow_not_for_release=True, trust=trust)
+    assert report.valid and any(c.name == check and c.ok for c in report.checks), report.reasons
+    exported = bundle / ("certificate.intoto.json" if check == "in-toto" else "ledger.prov.json")
+    data = bytearray(exported.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    exported.write_bytes(bytes(data))
+    report = verify_bundle(bundle, allow_not_for_release=True, trust=trust)
+    assert not report.valid and any(c.name == check and not c.ok for c in report.checks)
