@@ -423,24 +423,32 @@ class Session:
         with self._filter.lock:
             yield
 
-    def _append(self, body: RecordBody) -> Record:
+    def _append(self, body: RecordBody, written: Callable[[], None] | None = None) -> Record:
         """Append one record and queue it for the mirror, under the session's lock.
 
         The lock makes "is the session open?", the append and the queueing one step (queue order is ledger order,
         so every MLflow run receives its records in ledger order). The body is checked for confidential keys first
         (:func:`dpaudit.public_values.check_public`), whatever the mirror setting: a refused body writes nothing.
 
+        ``written`` updates the session's state for the record (a release's coverage, the closed flag). It runs as
+        soon as the record is durable, before the signed head is written, so the state always follows the ledger:
+        a head that cannot be written (a full disk, no file descriptor left) raises with the record counted, and a
+        retried release is refused instead of releasing a second output under one charge.
+
         Raises:
             InvalidParameter: the body holds a confidential key (e.g. ``true_value``).
             DPAuditError: the session is closed.
+            OSError: the head could not be written (the record is in the ledger and counted).
         """
         described = body.to_dict()
         check_public(described, CONFIDENTIAL_KEYS, f"{body.TYPE} record")
         with self._locked():
             self._check_open()
             record = self._ledger.append(body.TYPE, described)
-            write_head(self.run_dir, self.run_id, record, self._key)  # after the fsync: never ahead of the ledger
+            if written is not None:
+                written()
             self._tracking.enqueue(record, self._filter.spent)
+            write_head(self.run_dir, self.run_id, record, self._key)  # after the fsync: never ahead of the ledger
         return record
 
     def _check_open(self) -> None:
@@ -537,13 +545,14 @@ class Session:
         """Append the charge record and commit ``event`` to the filter, in one step under the held lock."""
         record = self._ledger.append(CHARGE, ChargeBody(**body, epsilon_spent=admission.epsilon,
                                                         bound_source=admission.source).to_dict())
-        write_head(self.run_dir, self.run_id, record, self._key)
+        # counted as soon as it is durable, before the head (see _append): a failed head write leaves it spent
         self._filter.commit(event, admission)
         charge = Charge(record.seq, event, body["plugin"], body["mechanism"])
         self._charges[record.seq] = charge
         if body["key"] is not None:
             self._keys[body["key"]] = record.seq
         self._tracking.enqueue(record, self._filter.spent)
+        write_head(self.run_dir, self.run_id, record, self._key)
         return charge
 
     def holds(self, charge: Charge) -> bool:
@@ -584,8 +593,7 @@ class Session:
             used = self._covered(charge, lambda state: after_release(state, output if sidecar else body.output))
             if sidecar:
                 body = replace(body, output_file=write_array(self.run_dir, output))
-            self._append(body)
-            self._coverage[charge.seq] = used
+            self._append(body, lambda: self._coverage.__setitem__(charge.seq, used))
 
     def coverage(self, charge: Charge) -> CoverageState:
         """What ``charge`` covers and what of it is used so far (an immutable snapshot; see :mod:`dpaudit.coverage`).
@@ -924,8 +932,8 @@ class Session:
             return self._certificate
         with self._locked():  # the close record and the flag are one step: no release slips in after close
             if not self._closed:
-                self._append(CloseBody(status=status, charges=len(self._charges)))
-                self._closed, self._close_status = True, status
+                self._append(CloseBody(status=status, charges=len(self._charges)),
+                             lambda: self._mark_closed(status))
         self._ledger.close()
         certificate, _ = finish_close(self.run_dir, self._root, self._ledger.records(), self._key,
                                       plugins=self._plugins,
@@ -933,6 +941,9 @@ class Session:
         self._tracking.finish(self._ledger, self.run_dir, self._close_status)
         self._certificate = certificate
         return certificate
+
+    def _mark_closed(self, status: str) -> None:
+        self._closed, self._close_status = True, status
 
     @property
     def close_status(self) -> str:
