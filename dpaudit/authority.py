@@ -11,8 +11,12 @@ accountant). :class:`BudgetAuthority` is that authority over one :class:`~dpaudi
   and writes nothing; the same key with another event, plugin or mechanism is refused. The session keeps the key
   map and checks it under its budget lock (:meth:`Session.charge <dpaudit.session.Session.charge>`), so two
   authorities on one session, or a direct keyed charge, never charge a key twice; a closed session refuses any key.
-* :meth:`BudgetAuthority.release` ``(grant, output)`` writes the ``release`` record (fsynced) before it returns; only
-  then may the worker hand the output on. A retried release of the same output writes nothing.
+* :meth:`BudgetAuthority.release` ``(grant, output)`` writes the ``release`` record (fsynced) and returns the
+  output; only then may the worker hand it on. A later release of the grant (a retry whose reply was lost, or a task
+  the cluster re-ran, which drew fresh noise) writes nothing and returns the output released first, whatever it is
+  given: the worker hands on what ``release`` returns. Neither its answer nor its success depends on the new
+  output, so a re-run's fresh draw stays unpublished (were a retry accepted only when its output equalled the
+  first, its success would be a second, uncharged sample of the mechanism).
 * A grant whose worker died is never refunded: its noise may have been drawn. It stays in the composition and in the
   certificate, and :meth:`BudgetAuthority.unreleased` (and the ``info`` record of a resume) lists it as "reserved,
   never released".
@@ -29,7 +33,7 @@ past the cap.
 Example:
     >>> with BudgetAuthority(Session(epsilon=1.0, delta=1e-6, name="trials")) as authority:   # doctest: +SKIP
     ...     grant = authority.reserve(event, key="trial-3/step-0", plugin="mine", mechanism="laplace")
-    ...     authority.release(grant, noisy_value)        # recorded before the worker hands it on
+    ...     noisy_value = authority.release(grant, noisy_value)   # recorded before the worker hands it on
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dpaudit import canonical
 from dpaudit.errors import InvalidParameter, UncoveredRelease
 from dpaudit.events import PrivacyEvent
@@ -46,6 +52,7 @@ from dpaudit.ledger import Record, read_records
 from dpaudit.mechanisms.randomness import RandomSource
 from dpaudit.records import FINISHED, RELEASE, ReleaseBody
 from dpaudit.session import Session, _jsonable
+from dpaudit.sidecar import ArrayFile, check_array_file
 
 MAX_KEY_CHARS = 200
 """The longest idempotency key (a key is public: it is written in the charge record)."""
@@ -66,14 +73,14 @@ class Grant:
     run_id: str
 
 
-def _output_digest(output: Any) -> str:
-    """A released output in its JSON form (as the ledger holds it), hashed.
+def _check_json(output: Any) -> None:
+    """Refuse an output without a canonical JSON form before anything is written.
 
     Raises:
         InvalidParameter: the output has no canonical JSON form (NaN or infinity, a set, an arbitrary object).
     """
     try:
-        return canonical.sha256_hex(canonical.encode(_jsonable(output)))
+        canonical.encode(_jsonable(output))
     except (TypeError, ValueError, RecursionError) as err:
         raise InvalidParameter(f"a released output must be JSON data (finite numbers, strings, lists, mappings, "
                                f"numpy arrays): {err}") from None
@@ -96,7 +103,7 @@ class BudgetAuthority:
         self._session = session
         self._lock = threading.Lock()  # guards the dicts below
         self._key_locks: dict[str, threading.Lock] = {}
-        self._released: dict[str, str] = {}  # key → digest of the released output's JSON form
+        self._released: dict[str, Any] = {}  # key → the released output (an ArrayFile: kept in a sidecar file)
         self._learn(read_records(session.ledger_path)[0])  # releases of keyed charges a resumed ledger holds
 
     @classmethod
@@ -107,7 +114,8 @@ class BudgetAuthority:
 
         Its grants (each key is recorded in its charge record; the session rebuilds its key map) and releases are
         read back, so a worker that retries a reserve or a release with its key after the restart gets the same
-        grant, or writes nothing, as before it; a worker holding a grant from before the restart still releases.
+        grant, or the output released before, as before it; a worker holding a grant from before the restart still
+        releases.
 
         Args:
             run_id, store, signing_key, rng, mirror, tracking_uri: as for
@@ -126,9 +134,8 @@ class BudgetAuthority:
             if record.type == RELEASE:
                 body = ReleaseBody.from_dict(record.body)
                 key = keys.get(body.charge_seq)
-                if key is not None:  # an array kept in a sidecar file is never matched: a retry is refused
-                    self._released[key] = (_output_digest(body.output) if body.output_file is None
-                                           else f"file:{body.output_file.sha256}")
+                if key is not None:
+                    self._released[key] = body.output if body.output_file is None else body.output_file
 
     @property
     def session(self) -> Session:
@@ -172,14 +179,20 @@ class BudgetAuthority:
         charge = self._session.charge(event, plugin=plugin, mechanism=mechanism, key=key)
         return Grant(key, charge.seq, self._session.run_id)
 
-    def release(self, grant: Grant, output: Any) -> None:
-        """Write the ``release`` record of ``grant``'s output, fsynced, before returning; then the worker may hand
-        ``output`` on. A retry with the same output writes nothing.
+    def release(self, grant: Grant, output: Any) -> Any:
+        """Write the ``release`` record of ``grant``'s output, fsynced, and return the output the worker may hand on.
+
+        The first release of a grant records ``output`` and returns it. A later one (a retry, a re-run task) writes
+        nothing and returns a copy of the output released first (an array as an array; after a resume, as the ledger
+        holds it, an array kept in a sidecar file read back from it), whatever ``output`` is: hand on what this
+        returns, never a re-run's own draw (module docstring).
 
         Raises:
-            InvalidParameter: not a grant of this authority's run, or the output holds a confidential key.
-            UncoveredRelease: the grant was released before with another output, or the output is not what the
-                charge covers (:meth:`Session.record_release <dpaudit.session.Session.record_release>`).
+            InvalidParameter: not a grant of this authority's run, or the output holds a confidential key or has no
+                JSON form.
+            UncoveredRelease: the output is not what the charge covers
+                (:meth:`Session.record_release <dpaudit.session.Session.record_release>`); or the sidecar file of the
+                output released first no longer holds it.
         """
         if not isinstance(grant, Grant):
             raise InvalidParameter(f"release needs a Grant, got {type(grant).__name__}")
@@ -187,17 +200,27 @@ class BudgetAuthority:
         if grant.run_id != self._session.run_id or charge is None or charge.seq != grant.seq:
             raise InvalidParameter(f"grant {grant.key!r} (charge {grant.seq}) was not made by this authority's run "
                                    f"{self._session.run_id}")
-        digest = _output_digest(output)
+        _check_json(output)
         with self._key_lock(grant.key):
-            released = self._released.get(grant.key)
-            if released is not None:
-                if released != digest:
-                    raise UncoveredRelease(f"grant {grant.key!r} (charge {grant.seq}) was released before with "
-                                           "another output: one reservation covers one release")
-                return
-            self._session.record_release(charge, output)
             with self._lock:
-                self._released[grant.key] = digest
+                known, released = grant.key in self._released, self._released.get(grant.key)
+            if known:
+                return self._read_back(grant, released)
+            self._session.record_release(charge, output)
+            with self._lock:  # a copy: the caller may change its object after handing it on
+                self._released[grant.key] = (np.array(output, copy=True) if isinstance(output, np.ndarray)
+                                             else _jsonable(output))
+            return output
+
+    def _read_back(self, grant: Grant, released: Any) -> Any:
+        """The output released first for ``grant``: as kept, or read from its sidecar file after a resume."""
+        if not isinstance(released, ArrayFile):
+            return released
+        problem = check_array_file(self._session.run_dir, released)
+        if problem is not None:
+            raise UncoveredRelease(f"grant {grant.key!r} (charge {grant.seq}) was released before; its output "
+                                   f"cannot be read back: {problem}")
+        return np.load(Path(self._session.run_dir) / released.path, allow_pickle=False)
 
     def unreleased(self) -> tuple[Grant, ...]:
         """The grants of the session's keyed charges that this authority has not seen released: reserved, never

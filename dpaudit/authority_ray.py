@@ -16,7 +16,7 @@ Ray is an optional dependency (``pip install 'dpaudit[ray]'``).
 Example:
     >>> authority = start_authority(epsilon=1.0, delta=1e-6, name="trials", store="/shared/runs")  # doctest: +SKIP
     >>> grant = ray.get(authority.reserve.remote(event, "trial-3", "mine", "laplace"))           # doctest: +SKIP
-    >>> ray.get(authority.release.remote(grant, noisy_value))                                    # doctest: +SKIP
+    >>> noisy_value = ray.get(authority.release.remote(grant, noisy_value))                      # doctest: +SKIP
     >>> certificate = ray.get(authority.close.remote())                                          # doctest: +SKIP
 """
 
@@ -60,9 +60,9 @@ class _AuthorityHost:
         """:meth:`BudgetAuthority.reserve <dpaudit.authority.BudgetAuthority.reserve>` (positional for ``.remote``)."""
         return self._authority.reserve(event, key=key, plugin=plugin, mechanism=mechanism)
 
-    def release(self, grant: Grant, output: Any) -> None:
-        """:meth:`BudgetAuthority.release <dpaudit.authority.BudgetAuthority.release>`."""
-        self._authority.release(grant, output)
+    def release(self, grant: Grant, output: Any) -> Any:
+        """:meth:`BudgetAuthority.release <dpaudit.authority.BudgetAuthority.release>`: the output to hand on."""
+        return self._authority.release(grant, output)
 
     def unreleased(self) -> tuple[Grant, ...]:
         """The grants reserved and never released."""

@@ -25,6 +25,7 @@ from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dpaudit import Session
@@ -105,12 +106,11 @@ def test_release_is_recorded_before_it_returns_and_a_retry_writes_nothing(make_s
     authority = BudgetAuthority(make_session(epsilon=1.0))
     session = authority.session
     grant = authority.reserve(_laplace(session, 0.1), key="a", plugin="worker", mechanism="laplace")
-    authority.release(grant, 2.5)
+    assert authority.release(grant, 2.5) == 2.5
     assert [(r.charge_seq, r.output) for r in _releases(session)] == [(grant.seq, 2.5)]  # on disk when it returned
-    authority.release(grant, 2.5)  # a retried release (its reply was lost): nothing written
+    assert authority.release(grant, 2.5) == 2.5  # a retried release (its reply was lost): nothing written
+    assert authority.release(grant, 3.5) == 2.5  # a re-run's fresh draw: the first output, nothing written
     assert len(_releases(session)) == 1
-    with pytest.raises(UncoveredRelease, match="another output"):
-        authority.release(grant, 3.5)
     with pytest.raises(InvalidParameter, match="not made by this authority"):
         authority.release(Grant("a", grant.seq, "another-run"), 2.5)
     with pytest.raises(InvalidParameter, match="not made by this authority"):
@@ -541,3 +541,37 @@ def test_a_seeded_run_is_resumed_only_with_a_new_seed(make_session):
         with pytest.raises(InvalidParameter, match="replay noise"):
             Session.resume(session.run_id, rng=SeededRandom(used))
     Session.resume(session.run_id, rng=SeededRandom(7))
+
+
+def test_a_rerun_task_gets_the_first_output_whatever_it_drew_so_its_success_samples_nothing(make_session):
+    """Attack (review, stop 27): a task re-run after its worker died redraws the mechanism. When a second release
+    succeeded only if it equalled the first, success was a second, uncharged sample: for the exponential mechanism
+    at ε = 1 over two candidates, P(success | first output 0) was 0.62 on D and 0.50 on D', doubling the loss of
+    the pair. Now every later release answers the first output, so nothing about the redraw leaves the authority."""
+    authority = BudgetAuthority(make_session(epsilon=5.0))
+    session = authority.session
+    event = session.exponential_event(1.0, 1.0, n_candidates=2)
+    grant = authority.reserve(event, key="trial-0", plugin="worker", mechanism="exponential")
+    assert authority.release(grant, 0) == 0
+    answers = {authority.release(authority.reserve(event, key="trial-0", plugin="worker", mechanism="exponential"),
+                                 redraw) for redraw in (0, 1, 1, 0)}
+    assert answers == {0} and len(_releases(session)) == 1
+
+
+def test_after_a_resume_a_release_answers_the_recorded_output_a_sidecar_array_read_back(make_session):
+    authority = BudgetAuthority(make_session(epsilon=50.0, seed=3))
+    session = authority.session
+    small = authority.reserve(session.laplace_event(1.0, 1.0, dimension=3), key="small", plugin="w",
+                              mechanism="laplace")
+    large = authority.reserve(session.laplace_event(1.0, 1.0, dimension=200_000), key="large", plugin="w",
+                              mechanism="laplace")
+    values = np.arange(200_000, dtype=float)
+    authority.release(small, np.array([1.0, 2.0, 3.0]))
+    authority.release(large, values)
+    values[0] = -1.0  # the caller's array changes after it was handed on
+    assert authority.release(large, np.zeros(200_000))[0] == 0.0
+    resumed = BudgetAuthority.resume(session.run_id, rng=SeededRandom(4))
+    assert resumed.release(small, [9.0, 9.0, 9.0]) == [1.0, 2.0, 3.0]
+    read_back = resumed.release(large, np.zeros(200_000))
+    assert isinstance(read_back, np.ndarray) and np.array_equal(read_back, np.arange(200_000, dtype=float))
+    assert len(_releases(resumed.session)) == 2
