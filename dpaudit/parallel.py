@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from dpaudit.errors import DPAuditError, InvalidParameter, PluginError
+from dpaudit.errors import DPAuditError, InvalidParameter, PluginError, UncoveredRelease
 from dpaudit.mechanisms.randomness import RandomSource
 from dpaudit.sensitivity import Neighbouring
 from dpaudit.validation import check_count
@@ -307,6 +307,7 @@ class DetachedView:
         self._device = device
         self.neighbouring = Neighbouring(neighbouring)
         self._charges = frozenset(charges)
+        self._begun: set[int] = set()
 
     @property
     def device(self) -> Any:  # -> torch.device
@@ -317,6 +318,18 @@ class DetachedView:
     def holds(self, charge: Any) -> bool:
         """Whether the driver charged ``charge`` for this trial."""
         return charge.seq in self._charges
+
+    def start_claimed_run(self, charge: Any) -> None:
+        """Begin the one run the driver claimed ``charge`` for (:meth:`Session.start_claimed_run
+        <dpaudit.session.Session.start_claimed_run>`): a trial's view trains once per charge.
+
+        Raises:
+            UncoveredRelease: not a charge of this trial, or its run has begun.
+        """
+        if charge.seq not in self._charges or charge.seq in self._begun:
+            raise UncoveredRelease(f"charge {charge.seq}: not claimed for this trial, or its run has begun (one run "
+                                   "per claimed charge)")
+        self._begun.add(charge.seq)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):

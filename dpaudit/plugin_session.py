@@ -119,6 +119,9 @@ class PluginSession:
     def claim(self, charge: Charge) -> None:
         self._session.claim(charge)
 
+    def start_claimed_run(self, charge: Charge) -> None:
+        self._session.start_claimed_run(charge)
+
     def coverage(self, charge: Charge) -> CoverageState:
         return self._session.coverage(charge)
 

@@ -245,6 +245,8 @@ class Session:
         # keyed by charge seq; private, changed only under the filter lock (dpaudit/coverage.py)
         self._coverage: dict[int, CoverageState] = {}
         self._rounds: dict[tuple[int, int], AboveThreshold] = {}
+        # training runs begun under a claim made for another trainer (start_claimed_run), by charge seq
+        self._claimed_runs: dict[int, int] = {}
         # the run id is ours, not MLflow's; the mirror (a no-op when off) connects lazily in its own worker thread,
         # so opening imports no MLflow: records are queued under the lock and sent by that thread
         self.run_id = new_run_id()
@@ -341,6 +343,8 @@ class Session:
             LedgerError, DPAuditError: a charge record that does not decode.
         """
         self._charges, self._keys, self._coverage, self._touched = {}, {}, {}, {}
+        # a claimed run may have been trained before the restart: none starts again (as resumed_coverage's claims)
+        self._claimed_runs = {seq: 1 << 62 for seq, _ in point.charges}
         for seq, body in point.charges:  # the filter, charges and coverage an uninterrupted run would hold now
             event = body.privacy_event()
             self._filter.commit(event, Admission(body.epsilon_spent, body.bound_source))
@@ -619,6 +623,26 @@ class Session:
         with self._locked():
             self._check_open()
             self._coverage[charge.seq] = self._covered(charge, after_claim)
+
+    def start_claimed_run(self, charge: Charge) -> None:
+        """Begin the training run that ``charge``'s claim (:meth:`claim`, made by the caller of a trainer, e.g. the
+        driver of parallel trials) covers: each claim starts one run, so a trainer handed a claimed charge trains
+        once, however often it is called with it.
+
+        Raises:
+            InvalidParameter: the charge was not made by this session.
+            UncoveredRelease: the charge was not claimed, or every run claimed under it has begun (before a
+                :meth:`resume` included).
+        """
+        with self._locked():
+            self._check_open()
+            state = self._covered(charge, lambda state: state)
+            begun = self._claimed_runs.get(charge.seq, 0)
+            if begun >= state.claims:
+                raise UncoveredRelease(f"charge {charge.seq} ({charge.mechanism}): {state.claims} run(s) claimed and "
+                                       f"{min(begun, state.claims)} begun under the claim: a claimed charge trains one "
+                                       "run per claim")
+            self._claimed_runs[charge.seq] = begun + 1
 
     def _covered(self, charge: Charge, step: Any) -> Any:
         """``step`` applied to ``charge``'s coverage state (caller holds the lock); errors name the charge."""

@@ -28,7 +28,9 @@ Under an existing charge (``charge=``) step 2 is replaced by a coverage check (:
 * the run's own event, charged and claimed by the caller (``claimed=True``; :func:`charge_run` in the driver of
   parallel trials, :mod:`dpaudit.parallel`): the run writes nothing, and returns its record
   (:attr:`TrainResult.pending`, :class:`RunRecord`) for the driver to write, the same ``info`` and release that
-  ``charge=None`` writes.
+  ``charge=None`` writes. Each claim starts one run (:meth:`~dpaudit.session.Session.start_claimed_run`; a
+  worker's view likewise, :class:`~dpaudit.parallel.DetachedView`): a second training handed the same claimed
+  charge, or one handed a charge nobody claimed, is refused before it touches any data.
 
 Each step computes ``(Σ_{i∈batch} clip_C(∇ℓ_i) + N(0, σ²C² I)) / B`` (Opacus ``DPOptimizer``: flat clipping,
 ``loss_reduction="sum"`` per-example gradients, averaged by the *expected* batch size B, which is public, never
@@ -606,6 +608,8 @@ def train_private_loader(session: PluginSession, model: nn.Module, loader: DataL
             raise InvalidParameter("a repetition under a repeat-and-select charge logs nothing: pass no public_eval")
         if not repetition and not claimed:
             session.claim(charge)  # atomic in the session: an envelope covers one run
+        elif claimed:
+            session.start_claimed_run(charge)  # the caller's claim starts one run, however often it is handed on
     enveloped = charge is not None and not repetition and not claimed
 
     gsm = GradSampleModule(model, batch_first=True, loss_reduction="sum", strict=True)

@@ -18,6 +18,7 @@ from dpaudit.data import load_adult
 from dpaudit.errors import AccountingError, InvalidParameter, UncoveredRelease
 from dpaudit.events import PoissonSubsampledGaussianEvent, SelfComposedEvent
 from dpaudit.ledger import read_records
+from dpaudit.parallel import DetachedView, ReplaySeeds
 from dpaudit.sensitivity import Neighbouring
 from dpaudit.tuning import (
     Candidate,
@@ -29,6 +30,7 @@ from dpaudit.tuning import (
     train_private,
     train_private_loader,
 )
+from dpaudit.tuning.training import charge_run
 
 # Opacus hooks the first layer, whose input needs no gradient; torch notes it once per module (harmless).
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
@@ -353,3 +355,38 @@ def test_a_run_under_its_own_charge_claims_it(make_session, small):
     with pytest.raises(UncoveredRelease, match="one run only"):
         train_private(_view(s), model, small.X_train, small.y_train, epochs=1, batch_size=64, charge=charge, **HYPER)
     s.close()
+
+
+def test_a_claimed_charge_trains_one_run_however_often_it_is_handed_on(make_session, small):
+    """Attack (review, stop 27): ``claimed=True`` skipped the claim, so one charged and claimed DP-SGD event trained
+    any number of models handed to the caller, and an envelope never claimed trained under ``claimed=True`` and
+    then again under its own claim. Each claim now starts one run."""
+    s = make_session()
+    view = _view(s)
+    n = len(small.y_train)
+    event = candidate_event(Candidate(lr=2.0, max_grad_norm=1.0, noise_multiplier=1.0, epochs=1, batch_size=64), n,
+                            "test")
+    charge = charge_run(view, event, "DP-SGD")
+    model = build_model("logreg", small.X_train.shape[1], 1)
+    first = train_private(view, model, small.X_train, small.y_train, epochs=1, batch_size=64, charge=charge,
+                          claimed=True, **HYPER)
+    assert first.pending is not None
+    with pytest.raises(UncoveredRelease, match="one run per claim"):
+        train_private(view, build_model("logreg", small.X_train.shape[1], 1), small.X_train, small.y_train,
+                      epochs=1, batch_size=64, charge=charge, claimed=True, **HYPER)
+    envelope = view.charge(event, mechanism="DP-SGD")  # charged, never claimed
+    with pytest.raises(UncoveredRelease, match="0 run\\(s\\) claimed"):
+        train_private(view, build_model("logreg", small.X_train.shape[1], 1), small.X_train, small.y_train,
+                      epochs=1, batch_size=64, charge=envelope, claimed=True, **HYPER)
+    s.close()
+
+
+def test_a_trial_view_trains_its_claimed_charge_once():
+    view = DetachedView(ReplaySeeds((), for_release=False), "cpu", Neighbouring.ADD_REMOVE, (3,))
+    charge = type("Charge", (), {"seq": 3})()
+    view.start_claimed_run(charge)
+    with pytest.raises(UncoveredRelease, match="one run per claimed charge"):
+        view.start_claimed_run(charge)
+    with pytest.raises(UncoveredRelease, match="not claimed for this trial"):
+        DetachedView(ReplaySeeds((), for_release=False), "cpu", Neighbouring.ADD_REMOVE, (3,)).start_claimed_run(
+            type("Charge", (), {"seq": 4})())
