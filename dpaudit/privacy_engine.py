@@ -10,7 +10,13 @@ happen afterwards; the kit is the one the plugins use (:mod:`dpaudit.tuning.trai
    loader's ``batch_size``, n ``len(dataset)``, treated as public and listed as such in the certificate) and
    ``N = epochs × ⌊1/q⌋`` noisy steps. A loader whose sampling cannot be accounted for is refused with the fix
    (:func:`poisson_loader`): fixed-size shuffled batches (``poisson_sampling=False``), a custom sampler or
-   batch sampler, an iterable dataset.
+   batch sampler, an iterable dataset, an Opacus ``DPDataLoader`` whose sampler is not the single-process Poisson
+   one. The run's loader always samples with a generator seeded from the session's randomness: an Opacus
+   ``DPDataLoader`` is rebuilt (same dataset, rate, batches per pass, collate function, workers) without its own
+   generator, which the user may have seeded publicly (``torch.manual_seed(42)``).
+   The optimizer must update every parameter of the module that requires gradients (frozen ones may be left
+   out; several learning rates are param groups of the one optimizer): one that leaves a trainable parameter
+   out is refused, since that parameter would be trained outside the mechanism by its raw gradient.
 2. The whole plan, one :class:`~dpaudit.events.PoissonSubsampledGaussianEvent`, is charged before
    ``make_private`` returns, so a plan the budget cannot pay for raises
    :class:`~dpaudit.errors.BudgetExceeded` before any training (the user's module is left unwrapped).
@@ -20,7 +26,17 @@ happen afterwards; the kit is the one the plugins use (:mod:`dpaudit.tuning.trai
    ``BatchMemoryManager``'s virtual steps (which only clip and accumulate) do not, and a skip that does not come
    from ``BatchMemoryManager`` splitting one of the run's Poisson batches is refused
    (:class:`~dpaudit.tuning.training.CappedDPOptimizer`). In ghost mode a gradient that the clipped backward pass
-   did not produce is refused (:class:`~dpaudit.tuning.training.CappedGhostClippingOptimizer`).
+   did not produce is refused (:class:`~dpaudit.tuning.training.CappedGhostClippingOptimizer`). Each step is also
+   refused, before anything is clipped or noised, and the run stopped (:class:`_PlanGuard`):
+
+   * when a parameter of the module requires gradients but is not the optimizer's (unfrozen after
+     ``make_private``), or a parameter of the optimizer is frozen while holding a nonzero gradient (frozen between
+     ``backward()`` and ``step()``: Opacus would neither clip nor noise it, the optimizer would apply it); the
+     model is then never released under the charge (it may carry such updates already);
+   * when it would put two Poisson batches under one noise draw: ``BatchMemoryManager`` left a Poisson batch
+     partly accumulated (a ``break`` after a skipped physical batch) and a new pass over the loader begins or a
+     step on another batch comes, or (single-process loader) a physical batch was drawn and not stepped. The
+     model, which never saw the partial batch, may still be released.
 4. The model leaves as one release on the charge: the SHA-256 of its ``state_dict`` (with an ``info`` record of the
    public schedule). The release is recorded automatically right after the N-th noisy step, or earlier by
    :meth:`PrivacyEngine.release_model` (early stopping); after it the optimizer refuses every step. A run that
@@ -35,17 +51,23 @@ model only through the returned loader and optimizer (as Opacus's own ``make_pri
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from opacus.data_loader import DPDataLoader
+from opacus.data_loader import CollateFnWithEmpty, DPDataLoader
 from opacus.grad_sample import AbstractGradSampleModule, prepare_module
+from opacus.utils.batch_memory_manager import BatchSplittingSampler
 from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
+from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
-from dpaudit.errors import DPAuditError, InvalidParameter, UncoveredRelease
+from dpaudit.errors import AccountingError, DPAuditError, InvalidParameter, UncoveredRelease
 from dpaudit.events import PoissonSubsampledGaussianEvent
 from dpaudit.plugin_session import SESSION_ATTRIBUTION, PluginSession
 from dpaudit.sensitivity import Assumption
@@ -104,17 +126,33 @@ def training_assumptions(grad_sample_mode: str) -> tuple[Assumption, ...]:
     return (*kit, PER_EXAMPLE_LOSS)
 
 
+class _RunLoader(DPDataLoader):
+    """The run's Poisson loader: Opacus's ``DPDataLoader`` that tells the run's optimizer when a pass over it
+    begins (:meth:`_PlanGuard.new_pass`), so that a Poisson batch left half-accumulated by ``BatchMemoryManager`` is
+    never merged into a batch of the next pass."""
+
+    on_pass: Callable[[], None] | None = None
+
+    def __iter__(self) -> Any:
+        if self.on_pass is not None:
+            self.on_pass()
+        return super().__iter__()
+
+
 def poisson_loader(data_loader: DataLoader, *, poisson_sampling: bool,
                    generator: torch.Generator) -> DPDataLoader:
-    """The Poisson loader of a run: ``data_loader`` itself if it is an Opacus ``DPDataLoader``, else one that
-    includes each record independently with probability ``q = batch_size / len(dataset)`` (``batch_size``
-    records expected per batch), keeping the loader's collate function, workers and memory pinning.
+    """The Poisson loader of a run, sampling with ``generator`` (drawn from the session's randomness): each record
+    joins each batch independently with probability ``q = batch_size / len(dataset)`` (``batch_size`` records
+    expected per batch), keeping the loader's collate function, workers and memory pinning. An Opacus
+    ``DPDataLoader`` is rebuilt over its dataset at its own sample rate and number of batches per pass, with
+    ``generator`` instead of its own: which records are in which step must not follow from a generator the user
+    seeded (``torch.manual_seed(42)``) or from torch's global one.
 
     Raises:
         InvalidParameter: a loader whose sampling could not be accounted for; the message names the fix.
     """
     if isinstance(data_loader, DPDataLoader):
-        return data_loader
+        return _rebuild(data_loader, generator)
     if not isinstance(data_loader, DataLoader):
         raise InvalidParameter(f"data_loader must be a torch DataLoader, got {type(data_loader).__name__}")
     if not poisson_sampling:
@@ -140,11 +178,46 @@ def poisson_loader(data_loader: DataLoader, *, poisson_sampling: bool,
     batch_size = check_count("batch_size", data_loader.batch_size)
     if batch_size > n:
         raise InvalidParameter(f"batch_size {batch_size} exceeds the {n} records of the dataset")
-    return DPDataLoader(
+    return _RunLoader(
         data_loader.dataset, sample_rate=batch_size / n, collate_fn=data_loader.collate_fn, generator=generator,
-        num_workers=data_loader.num_workers, pin_memory=data_loader.pin_memory, timeout=data_loader.timeout,
-        worker_init_fn=data_loader.worker_init_fn, multiprocessing_context=data_loader.multiprocessing_context,
-        prefetch_factor=data_loader.prefetch_factor, persistent_workers=data_loader.persistent_workers)
+        **_loader_options(data_loader))
+
+
+def _loader_options(data_loader: DataLoader) -> dict[str, Any]:
+    """The options of ``data_loader`` that do not touch sampling (workers, pinning, ...)."""
+    return {"num_workers": data_loader.num_workers, "pin_memory": data_loader.pin_memory,
+            "timeout": data_loader.timeout, "worker_init_fn": data_loader.worker_init_fn,
+            "multiprocessing_context": data_loader.multiprocessing_context,
+            "prefetch_factor": data_loader.prefetch_factor, "persistent_workers": data_loader.persistent_workers}
+
+
+def _rebuild(data_loader: DPDataLoader, generator: torch.Generator) -> DPDataLoader:
+    """``data_loader`` (an Opacus ``DPDataLoader``) over the same dataset, rate, batches per pass and collate
+    function, sampling with ``generator``.
+
+    Raises:
+        InvalidParameter: its sampler is not Opacus's ``UniformWithReplacementSampler`` over the whole dataset.
+    """
+    sampler = data_loader.batch_sampler
+    if isinstance(data_loader.dataset, IterableDataset):
+        raise InvalidParameter("the loader iterates an IterableDataset, which has no fixed size n to sample from; "
+                               "wrap the records in a map-style Dataset (e.g. TensorDataset)")
+    n = len(data_loader.dataset)  # type: ignore[arg-type]
+    if (type(sampler) is not UniformWithReplacementSampler or sampler.num_samples != n
+            or sampler.sample_rate != data_loader.sample_rate):
+        raise InvalidParameter(
+            f"the DPDataLoader samples with a {type(sampler).__name__} that is not Opacus's Poisson "
+            "UniformWithReplacementSampler over its whole dataset at its sample rate (distributed sampling is not "
+            "modelled); pass DataLoader(dataset, batch_size=B)")
+    collate = data_loader.collate_fn
+    wrapped = isinstance(collate, CollateFnWithEmpty)
+    loader = _RunLoader(
+        data_loader.dataset, sample_rate=sampler.sample_rate, generator=generator,
+        collate_fn=collate.wrapped_collator_fn if wrapped else collate,
+        batch_first=collate.batch_first if wrapped else True,
+        rand_on_empty=collate.rand_on_empty if wrapped else False, **_loader_options(data_loader))
+    loader.batch_sampler.steps = sampler.steps  # batches per pass, as the user's loader had them
+    return loader
 
 
 class _OwnView:
@@ -161,6 +234,165 @@ class _OwnView:
 
     def record_info(self, body: dict[str, Any]) -> None:
         self._session.record_info(SESSION_ATTRIBUTION, body)
+
+
+_SKIP_REFUSED = (
+    "a skipped step would add this batch's clipped gradients to the next noisy step; each noisy step is accounted "
+    "for exactly one Poisson batch, so only BatchMemoryManager splitting one batch of this run's data loader may "
+    "skip (use BatchMemoryManager(data_loader=<the loader make_private returned>, ...) for virtual steps)")
+
+
+class _PlanGuard:
+    """Mixed in before :class:`~dpaudit.tuning.training.CappedDPOptimizer` (or its ghost-clipping subclass) as the
+    run's optimizer: each noisy step covers exactly the parameters and the one Poisson batch the plan charged.
+
+    *Parameters.* At every step, before anything is clipped or noised, every parameter of the module with
+    ``requires_grad`` must be one the optimizer updates (a parameter unfrozen after ``make_private`` but left out
+    of the optimizer would be trained by something else, with its raw gradient), and no parameter of the
+    optimizer that is frozen now may hold a nonzero gradient (Opacus clips and noises only parameters with
+    ``requires_grad``, but the wrapped optimizer applies every ``p.grad``: a parameter frozen between ``backward()``
+    and ``step()`` would move by its unclipped, un-noised gradient). Either refusal stops the run and its model is
+    not released: it may already carry updates the charge does not cover.
+
+    *Poisson batches.* Opacus keeps one queue of skip signals, so a ``BatchMemoryManager`` pass abandoned after a
+    skipped physical batch (``break``) leaves that Poisson batch's clipped gradients accumulated, and the next pass
+    would add them to its first noisy step: two Poisson batches under one noise draw. Here each signal carries the
+    Poisson batch it splits, and a step is refused (the run stopped) when the gradients already accumulated belong
+    to another batch than the physical batch being stepped, when a new pass over the loader (the returned loader
+    or a ``BatchMemoryManager`` over it) begins while a batch is partly accumulated, and, with a single-process
+    loader (no prefetching), when a physical batch was drawn but not stepped. With workers prefetching, signals
+    run ahead of steps and the check relies on the steps following the order in which the batches were drawn (the
+    ``per-example-loss`` assumption). After such a stop ``release_model`` still releases the model as it was before
+    the refused step (the accumulated gradients were never noised or applied).
+    """
+
+    stopped: str | None
+    poisson_batches: object
+    original_optimizer: torch.optim.Optimizer
+    _in_step: bool
+
+    def guard(self, module: nn.Module, *, prefetch: bool) -> None:
+        """Start guarding the steps of ``module``'s run; ``prefetch``: the loader has workers."""
+        self._guarded = module
+        self._prefetch = prefetch
+        self._signals: deque[tuple[Any, bool]] = deque()  # (the Poisson batch being split, skip)
+        self._pending: Any = None  # the Poisson batch whose clipped gradients are accumulated, un-noised
+        self._signal_frame: Any = None  # the BatchSplittingSampler iteration that signals
+        self._popped = False
+        self.violation: str | None = None
+
+    def _refuse(self, reason: str, *, covered: bool) -> None:
+        """Stop the run (every later step refused) and raise; ``covered``: the model is still covered."""
+        self.stop(reason)  # type: ignore[attr-defined]
+        if not covered:
+            self.violation = reason
+        raise AccountingError(reason)
+
+    def new_pass(self) -> None:
+        """A pass over the run's Poisson batches begins: drop the signals of physical batches never stepped, and
+        refuse if a Poisson batch is partly accumulated (it could only be merged into another).
+
+        Raises:
+            AccountingError: a Poisson batch is partly accumulated (the run is stopped).
+        """
+        if self.stopped is None and self._pending is not None:
+            self._refuse(
+                "a new pass over the data loader began while a Poisson batch split by BatchMemoryManager was only "
+                "partly stepped (a break after a skipped physical batch); its clipped gradients would be added to "
+                "the next noisy step, two Poisson batches under one noise draw. The run is stopped: release the "
+                "model with release_model() (the partial batch was never applied), or finish each Poisson batch",
+                covered=True)
+        self._signals.clear()
+
+    def signal_skip_step(self, do_skip: bool = True) -> None:
+        """Queue the next step's skip flag with the Poisson batch it belongs to; a skip is accepted only from a
+        ``BatchSplittingSampler`` over this run's Poisson batches.
+
+        Raises:
+            AccountingError: any other caller asks to skip (nothing is queued), or a new ``BatchMemoryManager``
+                pass begins while a Poisson batch is partly accumulated.
+        """
+        frame = sys._getframe(1)
+        caller = frame.f_locals.get("self")
+        from_run = (isinstance(caller, BatchSplittingSampler) and self.poisson_batches is not None
+                    and caller.sampler is self.poisson_batches)
+        if do_skip and not from_run:
+            raise AccountingError(_SKIP_REFUSED)
+        batch = None
+        if from_run:
+            if frame is not self._signal_frame:  # a new iteration of a BatchMemoryManager loader
+                self.new_pass()
+                self._signal_frame = frame
+            batch = frame.f_locals.get("batch_idxs")
+        self._signals.append((batch, bool(do_skip)))
+
+    def _check_skip_next_step(self, pop_next: bool = True) -> bool:
+        """Opacus's skip query, answered from this optimizer's own queue (batch-tagged)."""
+        if not pop_next:
+            return self._signals[0][1] if self._signals else False
+        self._popped = True
+        batch, skip = self._signals.popleft() if self._signals else (None, False)
+        self._pending = batch if skip else None
+        return skip
+
+    def escaped(self) -> str | None:
+        """Why the model is not covered if a parameter of the module requires gradients but is not the
+        optimizer's (unfrozen after ``make_private``), else None."""
+        optimized = {id(p) for group in self.original_optimizer.param_groups for p in group["params"]}
+        outside = [name for name, p in self._guarded.named_parameters() if p.requires_grad and id(p) not in optimized]
+        if not outside:
+            return None
+        return (f"parameters {outside[:5]} of the module require gradients but are not updated by the optimizer "
+                "make_private returned (unfrozen after make_private?); they would be trained by their raw, "
+                "unclipped gradient. The run is stopped and its model is not released")
+
+    def _check_parameters(self) -> None:
+        reason = self.escaped()
+        if reason is not None:
+            self._refuse(reason, covered=False)
+        frozen = [p for group in self.original_optimizer.param_groups for p in group["params"]
+                  if not p.requires_grad and p.grad is not None]
+        if frozen and any(bool(p.grad.any()) for p in frozen):  # a device sync only in this rare case
+            self._refuse(
+                "a parameter of the optimizer was frozen (requires_grad=False) while holding a gradient: Opacus "
+                "neither clips nor noises it, but the optimizer would apply it. Freeze parameters between steps, "
+                "after optimizer.zero_grad(). The run is stopped and its model is not released", covered=False)
+
+    def _check_batch(self) -> None:
+        if not self._prefetch and len(self._signals) > 1:
+            self._refuse(
+                "a physical batch drawn from BatchMemoryManager was not stepped (each one must be, in order): the "
+                "skip signals no longer match the batches, and a noisy step could cover two Poisson batches. The "
+                "run is stopped: release the model with release_model()", covered=True)
+        batch = self._signals[0][0] if self._signals else None
+        if self._pending is not None and batch is not self._pending:
+            self._refuse(
+                "this step would add a batch to the clipped gradients of a Poisson batch that BatchMemoryManager "
+                "split and that was only partly stepped: two Poisson batches under one noise draw, which the "
+                "N-step event does not describe. The run is stopped: release the model with release_model()",
+                covered=True)
+
+    def pre_step(self, closure: Any = None) -> bool:
+        """Check the parameters and the Poisson batch of the step, then the capped optimizer's ``pre_step``.
+
+        Raises:
+            AccountingError: see the class docstring; and the capped optimizer's refusals.
+        """
+        if self.stopped is None and self._in_step:
+            self._check_parameters()
+            self._check_batch()
+        self._popped = False
+        ran: bool = super().pre_step(closure)  # type: ignore[misc]
+        if ran and not self._popped:  # Opacus's shortcut for an optimizer without trainable parameters
+            self._check_skip_next_step()
+            self._pending = None
+        return ran
+
+
+@functools.cache
+def _guarded(base: type) -> type:
+    """The run's optimizer class: :class:`_PlanGuard` over ``base`` (looked up when make_private runs)."""
+    return type(f"Guarded{base.__name__}", (_PlanGuard, base), {"__doc__": _PlanGuard.__doc__})
 
 
 @dataclass(frozen=True)
@@ -215,7 +447,7 @@ class PrivacyEngine:
                                    f"{type(session).__name__}")
         self._run: PrivateRun | None = None
         self._module: AbstractGradSampleModule | None = None
-        self._optimizer: CappedDPOptimizer | None = None
+        self._optimizer: Any = None  # the run's _PlanGuard over CappedDPOptimizer
         self._released: str | None = None
 
     # --- make_private -----------------------------------------------------------------------------------------
@@ -230,7 +462,8 @@ class PrivacyEngine:
 
         Args:
             module: the user's model, on the device to train on (CUDA or CPU); not already wrapped.
-            optimizer: any torch optimizer over (a subset of) ``module``'s parameters (SGD, Adam, AdamW, ...).
+            optimizer: any torch optimizer (SGD, Adam, AdamW, ...) over ``module``'s parameters: all of those with
+                ``requires_grad=True`` (frozen ones may be left out; several learning rates: param groups).
             data_loader: a DataLoader with ``batch_size=B`` over a map-style dataset of n records (or an Opacus
                 ``DPDataLoader``); see :func:`poisson_loader`.
             epochs: passes; N = epochs × ⌊n/B⌋ noisy steps are charged now.
@@ -253,7 +486,8 @@ class PrivacyEngine:
             ``(module, optimizer, data_loader)``, or ``(module, optimizer, criterion, data_loader)`` for ghost.
 
         Raises:
-            InvalidParameter: bad arguments, a loader whose sampling cannot be accounted for, a second call.
+            InvalidParameter: bad arguments, a loader whose sampling cannot be accounted for, an optimizer that
+                leaves a trainable parameter out, a second call.
             PluginError: a replace-one session, a model with layers that mix examples.
             BudgetExceeded: the session cannot pay for the N steps (nothing is charged or wrapped).
             AccountingError: no σ meets ``target_epsilon``.
@@ -302,11 +536,12 @@ class PrivacyEngine:
         dp_optimizer = None
         try:
             wrapped.forbid_grad_accumulation()
-            dp_optimizer = (CappedGhostClippingOptimizer if ghost else CappedDPOptimizer)(
+            dp_optimizer = _guarded(CappedGhostClippingOptimizer if ghost else CappedDPOptimizer)(
                 optimizer, max_steps=plan.steps, poisson_batches=loader.batch_sampler,
                 on_last_step=self._release_at_cap, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
                 expected_batch_size=plan.expected_batch_size, loss_reduction=loss_reduction,
                 generator=torch.Generator(device=device).manual_seed(draw_seed(self._view.rng)), secure_mode=False)
+            dp_optimizer.guard(wrapped._module, prefetch=loader.num_workers > 0)
             wrapped_criterion = None
             if ghost:
                 dp_optimizer.watch(wrapped)
@@ -322,6 +557,7 @@ class PrivacyEngine:
         self._run = PrivateRun(plan=plan, charge=charge, noise_multiplier=noise_multiplier,
                                max_grad_norm=max_grad_norm, grad_sample_mode=grad_sample_mode, target=target)
         self._module, self._optimizer = wrapped, dp_optimizer
+        loader.on_pass = dp_optimizer.new_pass
         if ghost:
             return wrapped, dp_optimizer, wrapped_criterion, loader
         return wrapped, dp_optimizer, loader
@@ -369,9 +605,18 @@ class PrivacyEngine:
 
         Raises:
             DPAuditError: make_private was not called.
-            UncoveredRelease: the model changed after its release (the charge covers one model).
+            UncoveredRelease: the model changed after its release (the charge covers one model), or a parameter
+                escaped the noisy steps (:class:`_PlanGuard`): one that requires gradients is not the optimizer's
+                (checked here too), or a step was refused for a parameter frozen with a gradient.
         """
         run, wrapped, optimizer = self._state()
+        if self._released is None and optimizer.violation is None:  # unfrozen and trained outside since a step?
+            reason = optimizer.escaped()
+            if reason is not None:
+                optimizer.stop(reason)
+                optimizer.violation = reason
+        if optimizer.violation is not None:
+            raise UncoveredRelease(f"charge {run.charge.seq} does not cover this model: {optimizer.violation}")
         model = wrapped._module
         digest = state_dict_sha256(model)
         if self._released is not None:
@@ -389,7 +634,7 @@ class PrivacyEngine:
     def _release_at_cap(self) -> None:
         self.release_model()
 
-    def _state(self) -> tuple[PrivateRun, AbstractGradSampleModule, CappedDPOptimizer]:
+    def _state(self) -> tuple[PrivateRun, AbstractGradSampleModule, Any]:
         if self._run is None or self._module is None or self._optimizer is None:
             raise DPAuditError("call make_private first")
         return self._run, self._module, self._optimizer
@@ -426,7 +671,8 @@ class PrivacyEngine:
 
 
 def _check_objects(module: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    """The module is a plain, unwrapped torch module with parameters, and the optimizer updates only them."""
+    """The module is a plain, unwrapped torch module with parameters, and the optimizer updates only them and all
+    of them that require gradients (frozen ones, ``requires_grad=False``, may be left out)."""
     if not isinstance(module, nn.Module) or isinstance(module, AbstractGradSampleModule):
         raise InvalidParameter(f"module must be a plain torch nn.Module (not already wrapped by Opacus), got "
                                f"{type(module).__name__}")
@@ -435,8 +681,16 @@ def _check_objects(module: nn.Module, optimizer: torch.optim.Optimizer) -> None:
     parameters = {id(p) for p in module.parameters()}
     if not parameters:
         raise InvalidParameter("the module has no parameters to train")
-    if any(id(p) not in parameters for group in optimizer.param_groups for p in group["params"]):
+    optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    if not optimized <= parameters:
         raise InvalidParameter("the optimizer updates parameters that are not the module's")
+    outside = [name for name, p in module.named_parameters() if p.requires_grad and id(p) not in optimized]
+    if outside:
+        raise InvalidParameter(
+            f"the optimizer does not update the trainable parameters {outside[:5]}{' ...' if len(outside) > 5 else ''}"
+            " of the module: they would be trained outside make_private (another optimizer, with the raw, "
+            "unclipped and un-noised gradient). Pass one optimizer over all trainable parameters (several learning "
+            "rates: its param groups), or freeze the others with requires_grad_(False) before make_private")
 
 
 def _public_number(value: Any) -> float | None:

@@ -515,11 +515,14 @@ def test_trains_on_cuda_without_a_host_sync_per_step(make_session):
     assert verify_bundle(s.run_dir, allow_not_for_release=True).valid
 
 
-def test_an_opacus_dpdataloader_is_read_off_its_sampler(make_session):
+def test_an_opacus_dpdataloader_is_read_off_its_sampler_and_rebuilt_on_the_sessions_generator(make_session):
+    """Its rate and batches per pass are kept; its generator (here seeded by the user) is not: the run's batches
+    follow from the session's randomness (tests/dpaudit/test_privacy_engine_misuse.py attacks this)."""
     loader = DPDataLoader(_images(), sample_rate=0.1, generator=torch.Generator().manual_seed(0))
     s = make_session(epsilon=20.0, delta=1e-5)
     engine, (_, _, returned) = _private(s, data_loader=loader, epochs=3)
-    assert returned is loader
+    assert isinstance(returned, DPDataLoader) and returned is not loader
+    assert returned.batch_sampler.generator is not loader.batch_sampler.generator
     assert (engine.run.charge.event.sample_rate, engine.run.charge.event.steps) == (0.1, 30)
 
 
