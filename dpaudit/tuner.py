@@ -17,7 +17,11 @@ trained model, everything charged to ``session`` and certified at its close::
 The selection logic is the plugins' own (their ``user`` modules): ``naive`` (every setting charged and released;
 selection is post-processing), ``randtune`` (one repeat-and-select; Papernot & Steinke 2022) and
 ``constant-overhead`` (Ding et al. 2023, Alg. 1; the range rescales the objective to [0, 1], sensitivity 1/k).
-docs/user-guide.md, "Tuning your own model", states each method's privacy argument.
+docs/user-guide.md, "Tuning your own model", states each method's privacy argument. randtune and
+constant-overhead need independent trials (``train`` keeps no state across calls): a warm start from an earlier
+trial, a second DP-SGD run under one trial's cover are refused, constant-overhead puts back the objects a partition
+model trained, and what cannot be checked is a conditional assumption listed in the certificate
+(:class:`dpaudit.tuning.user.TrialHistory`); naive, where every run is charged and released, accepts warm starts.
 """
 
 from __future__ import annotations

@@ -12,6 +12,18 @@ optimizer=…, data_loader=DataLoader(trial.dataset, batch_size=…))`` and trai
 * ``partition``: a model whose only output is a utility answered through AboveThreshold (constant-overhead's
   partition models, Ding et al. 2023 Alg. 1 l. 5 "Train"): the user's objects come back unwrapped with a seeded
   shuffled loader over the partition, and nothing is charged or recorded (the rounds' noise covers the utility).
+  Their state is snapshotted first and restored after the utility is read (:meth:`Trial.restore`), so a model or
+  optimizer that outlives ``train`` leaves each partition model as it came: no partition's unnoised training
+  reaches another partition's utility or the final, released run.
+
+Independence across trials (:class:`TrialHistory`). A selection method whose guarantee needs its trials to be
+independent (randtune's repetitions; constant-overhead's partition models and final run) refuses a trial whose
+module or optimizer starts from a floating-point tensor an earlier trial of the run trained (a warm start through
+``load_state_dict``), and randtune also one that holds a tensor object an earlier repetition trained or trains a
+tensor an earlier repetition's model holds. State kept elsewhere (globals, files, values derived from earlier
+models) cannot be checked: it is the conditional assumption :data:`INDEPENDENT_REPETITIONS` /
+:data:`INDEPENDENT_PARTITION_MODELS`, listed with the method's charges. A covered run's cover is handed out once
+(:class:`CoveredView`): a second DP-SGD run under one repetition or one envelope is refused.
 
 The DP-SGD parameters of a setting are public and fixed before any data is read: every setting holds
 ``batch_size``, ``epochs``, ``noise_multiplier`` and ``max_grad_norm`` (from the search space, or fixed values in
@@ -22,7 +34,11 @@ it), so each setting's event (:func:`setting_event`) is known up front; ``trial.
 from __future__ import annotations
 
 import contextlib
+import copy
+import hashlib
 import math
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -55,6 +71,33 @@ PUBLIC_OBJECTIVE = Assumption(
     "trained models alone. A score computed on training data is an unaccounted query of it.",
     conditional=True,
     source="Papernot & Steinke 2022 (ICLR), Sec. 3; Ding et al. 2023, Alg. 1 (utility on a public validation set)",
+)
+
+INDEPENDENT_REPETITIONS = Assumption(
+    id="independent-repetitions",
+    statement="Repetitions are independent: train() keeps no state across trials. Each repetition builds and trains "
+    "its model from the setting, public data and fresh randomness only, never from an earlier repetition's model, "
+    "optimizer or anything derived from them (a warm start makes the selected model the composition of several "
+    "repetitions' DP-SGD runs, which the repeat-and-select charge of one run per repetition does not cover). "
+    "dpaudit refuses a repetition that starts from a tensor an earlier repetition trained, that holds or trains a "
+    "tensor of an earlier repetition's model, or that runs DP-SGD twice; state kept elsewhere (globals, files, "
+    "values derived from earlier models) cannot be checked.",
+    conditional=True,
+    source="Papernot & Steinke 2022 (ICLR), Sec. 2-3 (the best of K independent runs of one algorithm); "
+    "Liu & Talwar 2019",
+)
+
+INDEPENDENT_PARTITION_MODELS = Assumption(
+    id="independent-partition-models",
+    statement="train() keeps no state across trials: each partition model is built and trained from the setting, "
+    "its own partition's records, public data and the public seed only, and the final (released) training does not "
+    "start from or use anything a partition model learned. Otherwise a partition's objective depends on other "
+    "partitions' records (the average's sensitivity 1/k fails) and the released model carries unnoised training "
+    "on the data. dpaudit restores the module and optimizer handed to trial.make_private after each partition "
+    "model and refuses a run that starts from a tensor an earlier trial trained; state kept elsewhere (globals, "
+    "files, values derived from partition models) cannot be checked.",
+    conditional=True,
+    source="Ding et al. 2023, Alg. 1 l. 5 (each partition model trained on its partition alone) and Lemma 2",
 )
 
 
@@ -183,7 +226,9 @@ def setting_event(params: Mapping[str, Any], dataset_size: int, label: str,
 class CoveredView(PluginSession):
     """A plugin's view in which the DP-SGD run's own charge is replaced by an existing charge that covers it.
 
-    ``charge`` returns the covering charge after checking that it dominates the run (never a new ledger record).
+    ``charge`` returns the covering charge after checking that it dominates the run (never a new ledger record),
+    once: the cover pays for one DP-SGD run, so a second ``charge`` through the view (another
+    ``PrivacyEngine(trial.view)``, a second ``make_private``) is refused. Make one view per covered run.
     Under a repeat-and-select the repetition writes nothing (no claim, info or release: only the best repetition
     is released, by the selection); under an envelope the run claims it and is recorded and released against it.
     """
@@ -192,9 +237,24 @@ class CoveredView(PluginSession):
         super().__init__(session, name, version)
         self._cover = cover
         self._repetition = isinstance(cover.event, RepeatAndSelectEvent)
+        self._lock = threading.Lock()
+        self._used = False
 
     def charge(self, event: PoissonSubsampledGaussianEvent, *, mechanism: str) -> Charge:  # type: ignore[override]
-        check_covered(self._cover.event, event)
+        """The cover, for the first run it dominates; every later call is refused.
+
+        Raises:
+            PluginError: the cover does not dominate ``event``.
+            UncoveredRelease: the cover already paid for a run.
+        """
+        with self._lock:
+            if self._used:
+                what = "one repetition" if self._repetition else "the selected setting's training"
+                raise UncoveredRelease(f"charge {self._cover.seq} covers one DP-SGD run ({what}), already "
+                                       "started: a second run (another PrivacyEngine(trial.view), a second "
+                                       "make_private) is not paid for")
+            check_covered(self._cover.event, event)
+            self._used = True
         return self._cover
 
     def claim(self, charge: Charge) -> None:
@@ -210,6 +270,169 @@ class CoveredView(PluginSession):
             super().record_release(charge, output)
 
 
+def _tensors(module: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> list[torch.Tensor]:
+    """The distinct parameters and buffers of ``module`` and the parameters ``optimizer`` updates, in order."""
+    found: dict[int, torch.Tensor] = {}
+    for t in module.parameters():
+        found.setdefault(id(t), t)
+    for t in module.buffers():
+        found.setdefault(id(t), t)
+    if optimizer is not None:
+        for group in optimizer.param_groups:
+            for t in group["params"]:
+                found.setdefault(id(t), t)
+    return list(found.values())
+
+
+def _optimizer_state(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The floating-point tensors of ``optimizer``'s per-parameter state (momenta, second moments; not the step
+    counters)."""
+    return [v for state in optimizer.state.values() if isinstance(state, Mapping)
+            for key, v in state.items() if key != "step" and isinstance(v, torch.Tensor) and _learnable(v)]
+
+
+def _learnable(t: torch.Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
+
+
+def _initial_constant(t: torch.Tensor) -> bool:
+    """Whether ``t`` is all zeros or all ones, a common initialisation (a bias, a fresh momentum): such a value
+    is not remembered as trained, so that a fresh model is never refused for it."""
+    with torch.no_grad():
+        return t.numel() > 0 and bool((t == 0).all() or (t == 1).all())
+
+
+def tensor_sha256(t: torch.Tensor) -> str:
+    """SHA-256 of one tensor's dtype, shape and raw bytes (C order, on the CPU)."""
+    t = t.detach().to("cpu").contiguous()
+    h = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
+    h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+class TrialHistory:
+    """What the earlier trials of one tuning run trained, so that a trial continuing from it is refused.
+
+    Every trial's :meth:`Trial.make_private` calls :meth:`start` with the user's module and optimizer, and
+    :func:`run_trial` calls :meth:`finish` once ``train`` returned. A floating-point tensor whose value a trial
+    changed (a parameter, a buffer, an optimizer momentum; not one left all zeros or all ones, common initial
+    values) is remembered by its digest; a later trial whose module or optimizer starts with one of these values
+    is a warm start and is refused. With ``shared=False``
+    (randtune: every repetition's model may be the one released) a later trial must also neither hold a tensor
+    object an earlier trial changed nor change a tensor object an earlier trial's module holds (which would alter
+    an earlier, possibly selected, model after its release). A fresh model per ``train`` call passes both checks;
+    a module shared across calls passes them only where the method restores it in between (constant-overhead's
+    partition models, :meth:`Trial.restore`).
+
+    What this cannot see (state kept in globals or files, values derived from earlier models rather than copied)
+    is the method's conditional assumption (:data:`INDEPENDENT_REPETITIONS`, :data:`INDEPENDENT_PARTITION_MODELS`).
+    """
+
+    def __init__(self, what: str, *, shared: bool) -> None:
+        """``what``: the name of a trial in messages ("repetition", "trial"); ``shared``: whether later trials
+        may share tensor objects with earlier ones (module docstring)."""
+        self._what = what
+        self._shared = shared
+        self._trained: set[str] = set()
+        self._changed: dict[int, weakref.ref[torch.Tensor]] = {}
+        self._held: dict[int, weakref.ref[torch.Tensor]] = {}
+
+    @staticmethod
+    def _contains(refs: dict[int, weakref.ref[torch.Tensor]], t: torch.Tensor) -> bool:
+        ref = refs.get(id(t))
+        return ref is not None and ref() is t
+
+    def start(self, module: nn.Module, optimizer: torch.optim.Optimizer) -> dict[int, tuple[torch.Tensor, str]]:
+        """Check that a trial starts fresh; returns its starting digests for :meth:`finish`.
+
+        Raises:
+            PluginError: the module or optimizer starts from (or, unless ``shared``, holds) a tensor an earlier
+                trial trained.
+        """
+        before: dict[int, tuple[torch.Tensor, str]] = {}
+        for t in _tensors(module, optimizer):
+            if not self._shared and self._contains(self._changed, t):
+                raise PluginError(f"this {self._what}'s model holds a tensor an earlier {self._what} trained (a "
+                                  f"module kept across train() calls): {self._what}s must be independent; build "
+                                  "a new model in train()")
+            if _learnable(t):
+                digest = tensor_sha256(t)
+                if digest in self._trained:
+                    raise PluginError(f"this {self._what}'s model starts from a tensor an earlier {self._what} "
+                                      f"trained (a warm start): {self._what}s must be independent; initialise "
+                                      "each model afresh in train()")
+                before[id(t)] = (t, digest)
+            else:
+                before[id(t)] = (t, "")
+        for t in _optimizer_state(optimizer):
+            if tensor_sha256(t) in self._trained:
+                raise PluginError(f"this {self._what}'s optimizer starts from a state an earlier {self._what} "
+                                  f"trained (a warm start): {self._what}s must be independent; make a new "
+                                  "optimizer in train()")
+        return before
+
+    def finish(self, before: Mapping[int, tuple[torch.Tensor, str]], optimizer: torch.optim.Optimizer) -> None:
+        """Remember what the trial that started with ``before`` trained.
+
+        Raises:
+            PluginError: unless ``shared``, the trial trained a tensor an earlier trial's module holds.
+        """
+        changed = [t for t, digest in before.values() if digest and tensor_sha256(t) != digest]
+        if not self._shared and any(self._contains(self._held, t) for t in changed):
+            raise PluginError(f"this {self._what} trained a tensor an earlier {self._what}'s model holds, changing "
+                              f"that model after its release: {self._what}s must be independent; build a new "
+                              "model in train()")
+        self._trained.update(tensor_sha256(t) for t in (*changed, *_optimizer_state(optimizer))
+                             if not _initial_constant(t))
+        for t in changed:
+            self._changed[id(t)] = weakref.ref(t)
+        for t, _ in before.values():
+            self._held[id(t)] = weakref.ref(t)
+
+
+@dataclass
+class _Snapshot:
+    """The state of the objects handed to a partition-mode ``make_private``, to put back afterwards."""
+
+    module: nn.Module
+    optimizer: torch.optim.Optimizer
+    tensors: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, bool]]
+    optimizer_state: dict[str, Any]
+    modes: list[tuple[nn.Module, bool]]
+
+    @classmethod
+    def take(cls, module: nn.Module, optimizer: torch.optim.Optimizer) -> _Snapshot:
+        tensors = [(t, t.detach().clone(), None if t.grad is None else t.grad.detach().clone(), t.requires_grad)
+                   for t in _tensors(module, optimizer)]
+        return cls(module, optimizer, tensors, copy.deepcopy(optimizer.state_dict()),
+                   [(m, m.training) for m in module.modules()])
+
+    def restore(self) -> None:
+        """Put every tensor, gradient, flag and the optimizer's state back as they were.
+
+        Raises:
+            PluginError: ``train`` replaced the module's tensors or the optimizer's parameter groups, so the
+                objects cannot be put back.
+        """
+        now = _tensors(self.module, self.optimizer)
+        if [id(t) for t in now] != [id(t) for t, *_ in self.tensors]:
+            raise PluginError("in partition mode train() replaced the parameters or buffers of the module it handed "
+                              "to trial.make_private (or the optimizer's parameters): partition models are "
+                              "trained on the objects handed over and then put back; build a new model in train()")
+        with torch.no_grad():
+            for t, value, grad, requires_grad in self.tensors:
+                t.copy_(value)
+                t.grad = grad
+                t.requires_grad_(requires_grad)
+        try:
+            self.optimizer.load_state_dict(self.optimizer_state)
+        except (ValueError, KeyError) as exc:
+            raise PluginError(f"in partition mode train() changed the optimizer's parameter groups; it cannot be "
+                              f"put back ({exc})") from exc
+        for m, training in self.modes:
+            m.train(training)
+
+
 @dataclass
 class Trial:
     """What the user's ``train`` receives: one setting, the data it may train on, and ``make_private``.
@@ -221,6 +444,8 @@ class Trial:
         mode: ``"charged"``, ``"covered"`` or ``"partition"`` (module docstring).
         seed: ``partition`` mode: the seed of the shuffle (public, data-independent).
         assumptions: ``charged`` mode: the run's assumptions beyond the kit's (the charge lists them).
+        history: the run's :class:`TrialHistory` when its trials must be independent (randtune,
+            constant-overhead), else None (naive: every run is charged and released, so one may continue another).
     """
 
     params: dict[str, Any]
@@ -231,8 +456,13 @@ class Trial:
     grad_sample_mode: str = "hooks"
     seed: int = 0
     assumptions: tuple[Assumption, ...] = ()
+    history: TrialHistory | None = None
     engine: PrivacyEngine | None = field(default=None, init=False)
     _called: bool = field(default=False, init=False)
+    _module: nn.Module | None = field(default=None, init=False, repr=False)
+    _optimizer: torch.optim.Optimizer | None = field(default=None, init=False, repr=False)
+    _before: dict[int, tuple[torch.Tensor, str]] | None = field(default=None, init=False, repr=False)
+    _snapshot: _Snapshot | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -245,9 +475,14 @@ class Trial:
         ``batch_size = params["batch_size"]``. Returns what :meth:`~dpaudit.privacy_engine.PrivacyEngine.make_private`
         returns.
 
+        In ``partition`` mode the module's and optimizer's state is snapshotted first and put back by
+        :meth:`restore`; with a :class:`TrialHistory` the objects must start fresh (:meth:`TrialHistory.start`).
+
         Raises:
             InvalidParameter: a second call, another loader or batch size, another σ, C or epoch count,
-                ``target_epsilon``, another ``grad_sample_mode``.
+                ``target_epsilon``, another ``grad_sample_mode``, objects that are no torch module and optimizer.
+            PluginError: a module or optimizer that continues an earlier trial (with a history); in partition
+                mode, an optimizer over tensors outside the module.
         """
         if self._called:
             raise InvalidParameter("trial.make_private trains one model per setting; call it once")
@@ -264,8 +499,18 @@ class Trial:
         for key in ("epochs", "max_grad_norm", "noise_multiplier"):
             if kwargs.setdefault(key, self.params[key]) != self.params[key]:
                 raise InvalidParameter(f"{key}={kwargs[key]!r} differs from the setting's {self.params[key]!r}")
-        self._called = True
+        if not isinstance(module, nn.Module) or not isinstance(optimizer, torch.optim.Optimizer):
+            raise InvalidParameter("make_private takes the user's torch module and optimizer")
         if self.mode == "partition":
+            own = {id(p) for p in module.parameters()}
+            if any(id(p) not in own for g in optimizer.param_groups for p in g["params"]):
+                raise PluginError("the optimizer must update only the parameters of the module handed to "
+                                  "trial.make_private")
+        before = self.history.start(module, optimizer) if self.history is not None else None
+        self._called = True
+        self._module, self._optimizer, self._before = module, optimizer, before
+        if self.mode == "partition":
+            self._snapshot = _Snapshot.take(module, optimizer)
             generator = torch.Generator().manual_seed(self.seed)
             loader = DataLoader(self.dataset, batch_size=self.params["batch_size"], shuffle=True,
                                 generator=generator, collate_fn=data_loader.collate_fn)
@@ -276,6 +521,20 @@ class Trial:
 
         self.engine = PrivacyEngine(self.view, assumptions=self.assumptions)
         return self.engine.make_private(module=module, optimizer=optimizer, data_loader=data_loader, **kwargs)
+
+    def restore(self) -> None:
+        """``partition`` mode: put the module and optimizer handed to :meth:`make_private` back as they came
+        (parameters, buffers, gradients, ``requires_grad`` and train/eval flags, the optimizer's state), once the
+        partition model's utility has been read. Then no partition's (unnoised) training survives in an object
+        that outlives ``train``: not in the next partition's model, not in the final released run. A no-op in the
+        other modes or before ``make_private``.
+
+        Raises:
+            PluginError: ``train`` replaced the objects' tensors, so they cannot be put back.
+        """
+        snapshot, self._snapshot = self._snapshot, None
+        if snapshot is not None:
+            snapshot.restore()
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -299,7 +558,9 @@ def run_trial(train: Callable[[Trial], nn.Module], trial: Trial) -> tuple[nn.Mod
         The trained model and, outside ``partition`` mode, the digest its engine released.
 
     Raises:
-        PluginError: ``train`` did not call ``trial.make_private`` or returned no module.
+        PluginError: ``train`` did not call ``trial.make_private`` or returned no module; in partition mode, a
+            module other than the one handed to ``make_private``; with a history, a trial that trained a tensor
+            an earlier trial's model holds (:meth:`TrialHistory.finish`).
         UncoveredRelease: the returned model is not the one trained under the charge.
     """
     model = train(trial)
@@ -307,10 +568,28 @@ def run_trial(train: Callable[[Trial], nn.Module], trial: Trial) -> tuple[nn.Mod
         raise PluginError(f"train must return the trained torch module, got {type(model).__name__}")
     if not trial._called:
         raise PluginError("train must train its model through trial.make_private(...)")
+    assert trial._optimizer is not None
     if trial.mode == "partition":
+        if unwrap(model) is not trial._module:
+            raise PluginError("train must return the module it handed to trial.make_private")
+        if trial.history is not None and trial._before is not None:
+            trial.history.finish(trial._before, trial._optimizer)
         return model, None
     assert trial.engine is not None
     digest = trial.engine.release_model()
     if state_dict_sha256(unwrap(model)) != digest:
         raise UncoveredRelease("train returned a model other than the one trained under trial.make_private")
+    if trial.history is not None and trial._before is not None:
+        trial.history.finish(trial._before, trial._optimizer)
     return model, digest
+
+
+def check_released(model: nn.Module, digest: str | None) -> None:
+    """The model about to be returned is still the one whose digest was released.
+
+    Raises:
+        UncoveredRelease: it changed since (a later trial trained a tensor it shares).
+    """
+    if digest is not None and state_dict_sha256(unwrap(model)) != digest:
+        raise UncoveredRelease(f"the selected model changed after its release (digest {digest}): a later trial "
+                               "trained a tensor it shares; build a new model in each train() call")

@@ -14,6 +14,17 @@ u = (1/k) Σ u_i therefore has sensitivity 1/k under add/remove (Ding et al. Lem
 ``partition_average_utility``): the declared range only rescales, it does not enter Δ. A value outside the range is
 clipped, never trusted; NaN counts as 0, the worst value (a fixed rule: a refusal would publish that a
 partition's model diverged). u₀ and g live on the same unit scale.
+
+Independence. Both halves need the trials to be independent: u_i may depend on partition i alone (else the
+sensitivity 1/k fails), and the final run, covered by one envelope of DP-SGD, must not start from a partition
+model (trained without clipping or noise). Partition-mode ``make_private`` snapshots the module and optimizer it is
+handed and :meth:`~dpaudit.tuning.user.Trial.restore` puts them back once the utility is read, so a model created
+outside ``train`` and shared across calls starts every partition model and the final run from its state before
+tuning; the run's :class:`~dpaudit.tuning.user.TrialHistory` refuses a trial that starts from a tensor an earlier
+trial trained (a warm start through a saved ``state_dict``); the final run's cover pays for one DP-SGD run. What
+cannot be checked (state kept elsewhere by ``train``) is the conditional assumption
+``independent-partition-models`` (:data:`~dpaudit.tuning.user.INDEPENDENT_PARTITION_MODELS`), listed with the
+envelope and the rounds.
 """
 
 from __future__ import annotations
@@ -29,7 +40,17 @@ from dpaudit.errors import InvalidParameter
 from dpaudit.sensitivity import from_formula
 from dpaudit.session import Session
 from dpaudit.tuning import draw_seed, envelope_event
-from dpaudit.tuning.user import CoveredView, Objective, Setting, Trial, run_trial, seeded, setting_event
+from dpaudit.tuning.user import (
+    INDEPENDENT_PARTITION_MODELS,
+    CoveredView,
+    Objective,
+    Setting,
+    Trial,
+    TrialHistory,
+    run_trial,
+    seeded,
+    setting_event,
+)
 from dpaudit.validation import check_count
 from dpaudit_plugins.constant_overhead.formulas import FORMULA_ID
 from dpaudit_plugins.constant_overhead.loop import run_elastic_loop
@@ -53,6 +74,8 @@ def tune_user(session: Session, settings: Sequence[Setting], train: Callable[[Tr
     Raises:
         InvalidParameter: record ids that are not one unique non-negative integer per record, a bad parameter.
         BudgetExceeded: the session cannot pay for the envelope and the rounds (nothing is computed).
+        PluginError: a trial that continues an earlier one, or whose objects cannot be restored
+            (:class:`~dpaudit.tuning.user.TrialHistory`, :meth:`~dpaudit.tuning.user.Trial.restore`).
     """
     n = len(dataset)
     ids = np.asarray(record_ids)
@@ -62,12 +85,13 @@ def tune_user(session: Session, settings: Sequence[Setting], train: Callable[[Tr
     if not (isinstance(fallback, int) and 0 <= fallback < len(settings)):
         raise InvalidParameter(f"fallback must index the settings (0..{len(settings) - 1}), got {fallback!r}")
     view = session.for_plugin(PLUGIN_NAME, VERSION)
+    assumptions = (*assumptions, INDEPENDENT_PARTITION_MODELS)
     key = draw_partition_key(view.rng)
     partition_seed, init_seed = draw_seed(view.rng), draw_seed(view.rng)
     training_label = f"DP-SGD ({grad_sample_mode}) user model with the selected setting (the settings' envelope)"
     training_event = envelope_event([setting_event(s.params, n, training_label, assumptions) for s in settings],
                                     training_label)
-    sensitivity = from_formula(FORMULA_ID, view.neighbouring, k=k)
+    sensitivity = from_formula(FORMULA_ID, view.neighbouring, assumptions=(INDEPENDENT_PARTITION_MODELS,), k=k)
     rounds_label = f"elastic AboveThreshold over partition-average objectives (Ding et al. 2023, Alg. 1), k={k}"
     view.check_affordable([training_event, view.above_threshold_rounds_event(
         sensitivity, epsilon_round, max_queries=len(settings), rounds=t_max, label=rounds_label)])
@@ -79,13 +103,17 @@ def tune_user(session: Session, settings: Sequence[Setting], train: Callable[[Tr
                       "objective": objective.to_dict(), "fallback": settings[fallback].to_dict(),
                       "partition_key_sha256": key_fingerprint(key)})
     members = partition_members(assign_partitions(key, ids, k), ids, k)
+    history = TrialHistory("trial", shared=True)  # partition objects are restored, so sharing them is sound
 
     def partition_utility(rows: np.ndarray, _: np.ndarray, setting: Setting, seed: int) -> float:
         trial = Trial(params=setting.params, dataset=Subset(dataset, rows.tolist()), device=session.device,
-                      mode="partition", grad_sample_mode=grad_sample_mode, seed=seed)
-        with seeded(seed):
-            model, _ = run_trial(train, trial)
-        return objective.utility(objective.value(model))
+                      mode="partition", grad_sample_mode=grad_sample_mode, seed=seed, history=history)
+        try:
+            with seeded(seed):
+                model, _ = run_trial(train, trial)
+            return objective.utility(objective.value(model))
+        finally:
+            trial.restore()  # the user's objects as they came: no partition's training outlives its utility
 
     rows = np.arange(n)
     utilities = PartitionUtilities(rows, rows, members, partition_utility, partition_seed)
@@ -99,7 +127,8 @@ def tune_user(session: Session, settings: Sequence[Setting], train: Callable[[Tr
                       "fallback_used": result.selected is None,
                       "note": "information only: the charge covers t_max rounds whatever the realised count"})
     trial = Trial(params=chosen.params, dataset=dataset, device=session.device, mode="covered",
-                  view=CoveredView(session, PLUGIN_NAME, VERSION, envelope), grad_sample_mode=grad_sample_mode)
+                  view=CoveredView(session, PLUGIN_NAME, VERSION, envelope), grad_sample_mode=grad_sample_mode,
+                  history=history)
     with seeded(init_seed):
         model, digest = run_trial(train, trial)
     value = objective.value(model)

@@ -6,6 +6,12 @@ before the first training), and every model is released (its digest, recorded by
 the user's objective on public validation data is post-processing of released models, so it costs nothing more and
 needs no sensitivity: the declared range is not used (NaN ranks last; ties go to the lower setting index). The
 total is the composition of the settings' events, bounded by the session's accountant in the certificate.
+
+Warm starts are sound here: a setting's run may start from an earlier setting's model, which was charged and
+released before it (adaptive composition; the selection is post-processing), so the trials need not be
+independent and no :class:`~dpaudit.tuning.user.TrialHistory` is kept. Every extra DP-SGD run ``train`` makes
+through the view (another ``PrivacyEngine(trial.view)``) is charged on its own. The selected model is checked
+unchanged since its release (a later setting training a module it shares is refused).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 from torch import nn
 
 from dpaudit.session import Session
-from dpaudit.tuning.user import Objective, Setting, Trial, run_trial, setting_event
+from dpaudit.tuning.user import Objective, Setting, Trial, check_released, run_trial, setting_event
 from dpaudit_plugins.naive.plugin import PLUGIN_NAME, VERSION
 
 
@@ -27,6 +33,7 @@ def tune_user(session: Session, settings: Sequence[Setting], train: Callable[[Tr
 
     Raises:
         BudgetExceeded: the session cannot pay for every setting (nothing is trained).
+        UncoveredRelease: the selected model changed after its release.
     """
     view = session.for_plugin(PLUGIN_NAME, VERSION)
     n = len(dataset)
@@ -46,6 +53,7 @@ def tune_user(session: Session, settings: Sequence[Setting], train: Callable[[Tr
             best = (objective.key(value), setting.index, digest or "", value, model)
     assert best is not None
     _, index, digest, value, model = best
+    check_released(model, digest)
     public = {"method": PLUGIN_NAME, "selected": settings[index].to_dict(), "score": value, "model_sha256": digest,
               "scores": scores, "charges": len(settings)}
     view.record_info({k: public[k] for k in ("selected", "score", "model_sha256", "scores")})
