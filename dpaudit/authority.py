@@ -38,6 +38,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,7 +216,7 @@ class BudgetAuthority:
     def _read_back(self, grant: Grant, released: Any) -> Any:
         """The output released first for ``grant``: as kept, or read from its sidecar file after a resume."""
         if not isinstance(released, ArrayFile):
-            return released
+            return copy.deepcopy(released)  # the caller may change what it is handed; the next retry gets the ledger's
         problem = check_array_file(self._session.run_dir, released)
         if problem is not None:
             raise UncoveredRelease(f"grant {grant.key!r} (charge {grant.seq}) was released before; its output "

@@ -570,6 +570,9 @@ def test_after_a_resume_a_release_answers_the_recorded_output_a_sidecar_array_re
     authority.release(large, values)
     values[0] = -1.0  # the caller's array changes after it was handed on
     assert authority.release(large, np.zeros(200_000))[0] == 0.0
+    retried = authority.release(small, [9.0, 9.0, 9.0])
+    retried[0] = 99.0  # a caller changing what a retry handed it changes nothing the next retry gets
+    assert authority.release(small, [9.0, 9.0, 9.0]).tolist() == [1.0, 2.0, 3.0]
     resumed = BudgetAuthority.resume(session.run_id, rng=SeededRandom(4))
     assert resumed.release(small, [9.0, 9.0, 9.0]) == [1.0, 2.0, 3.0]
     read_back = resumed.release(large, np.zeros(200_000))
