@@ -16,7 +16,8 @@ happen afterwards; the kit is the one the plugins use (:mod:`dpaudit.tuning.trai
    generator, which the user may have seeded publicly (``torch.manual_seed(42)``).
    The optimizer must update every parameter of the module that requires gradients (frozen ones may be left
    out; several learning rates are param groups of the one optimizer): one that leaves a trainable parameter
-   out is refused, since that parameter would be trained outside the mechanism by its raw gradient.
+   out is refused, since that parameter would be trained outside the mechanism by its raw gradient; so is a module
+   with a buffer that requires gradients (Opacus computes per-example gradients for parameters only).
 2. The whole plan, one :class:`~dpaudit.events.PoissonSubsampledGaussianEvent`, is charged before
    ``make_private`` returns, so a plan the budget cannot pay for raises
    :class:`~dpaudit.errors.BudgetExceeded` before any training (the user's module is left unwrapped).
@@ -25,14 +26,19 @@ happen afterwards; the kit is the one the plugins use (:mod:`dpaudit.tuning.trai
 3. The optimizer refuses noisy step N + 1 before it clips or noises anything. Only steps that add noise count:
    ``BatchMemoryManager``'s virtual steps (which only clip and accumulate) do not, and a skip that does not come
    from ``BatchMemoryManager`` splitting one of the run's Poisson batches is refused
-   (:class:`~dpaudit.tuning.training.CappedDPOptimizer`). In ghost mode a gradient that the clipped backward pass
+   (the caller must run exactly Opacus's ``BatchSplittingSampler.__iter__``;
+   :class:`~dpaudit.tuning.training.CappedDPOptimizer`). In ghost mode a gradient that the clipped backward pass
    did not produce is refused (:class:`~dpaudit.tuning.training.CappedGhostClippingOptimizer`). Each step is also
    refused, before anything is clipped or noised, and the run stopped (:class:`_PlanGuard`):
 
-   * when a parameter of the module requires gradients but is not the optimizer's (unfrozen after
-     ``make_private``), or a parameter of the optimizer is frozen while holding a nonzero gradient (frozen between
-     ``backward()`` and ``step()``: Opacus would neither clip nor noise it, the optimizer would apply it); the
-     model is then never released under the charge (it may carry such updates already);
+   * when a parameter or buffer of the module requires gradients but is not the optimizer's (unfrozen after
+     ``make_private``), one required gradients in a forward pass since the last step and is not the optimizer's or
+     is frozen again now (unfrozen for ``backward()`` only, so another optimizer could apply its raw gradient), or
+     a parameter of the optimizer is frozen while holding a nonzero gradient (frozen between ``backward()`` and
+     ``step()``: Opacus would neither clip nor noise it, the optimizer would apply it); the model is then never
+     released under the charge (it may carry such updates already);
+   * when a parameter of the optimizer was unfrozen after ``make_private`` in a layer Opacus did not hook (no
+     trainable parameter when it wrapped the module): its gradient cannot be clipped (the model may be released);
    * when it would put two Poisson batches under one noise draw: ``BatchMemoryManager`` left a Poisson batch
      partly accumulated (a ``break`` after a skipped physical batch) and a new pass over the loader begins or a
      step on another batch comes, or (single-process loader) a physical batch was drawn and not stepped. The
@@ -52,7 +58,9 @@ model only through the returned loader and optimizer (as Opacus's own ``make_pri
 from __future__ import annotations
 
 import functools
+import itertools
 import sys
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,6 +71,7 @@ from opacus.data_loader import CollateFnWithEmpty, DPDataLoader
 from opacus.grad_sample import AbstractGradSampleModule, prepare_module
 from opacus.utils.batch_memory_manager import BatchSplittingSampler
 from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
+from opacus.utils.module_utils import trainable_modules
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
@@ -246,13 +255,33 @@ class _PlanGuard:
     """Mixed in before :class:`~dpaudit.tuning.training.CappedDPOptimizer` (or its ghost-clipping subclass) as the
     run's optimizer: each noisy step covers exactly the parameters and the one Poisson batch the plan charged.
 
-    *Parameters.* At every step, before anything is clipped or noised, every parameter of the module with
-    ``requires_grad`` must be one the optimizer updates (a parameter unfrozen after ``make_private`` but left out
-    of the optimizer would be trained by something else, with its raw gradient), and no parameter of the
-    optimizer that is frozen now may hold a nonzero gradient (Opacus clips and noises only parameters with
-    ``requires_grad``, but the wrapped optimizer applies every ``p.grad``: a parameter frozen between ``backward()``
-    and ``step()`` would move by its unclipped, un-noised gradient). Either refusal stops the run and its model is
-    not released: it may already carry updates the charge does not cover.
+    *Parameters.* At every step, before anything is clipped or noised (refusals stop the run and its model is not
+    released: it may already carry updates the charge does not cover):
+
+    * every parameter of the module with ``requires_grad``, every parameter added to the module after
+      ``make_private`` (frozen or not: no hook of Opacus's or of this guard's sees it) and every buffer with
+      ``requires_grad`` must be one the optimizer updates (a parameter unfrozen after ``make_private`` but left out
+      of the optimizer would be trained by something else, with its raw gradient; Opacus computes no per-example
+      gradient for a buffer, so a buffer that requires gradients is always refused);
+    * every parameter or buffer that required gradients in a forward pass of one of the module's layers since the
+      previous step (with gradients enabled: it could get a gradient from that pass) must be one the optimizer
+      updates and still require gradients: unfreezing a layer for ``backward()`` and freezing it again before
+      ``step()`` would let another optimizer apply its raw gradient, even if the gradient is zeroed before the DP
+      step (a forward pass under ``torch.no_grad()``, e.g. an evaluation, is not counted);
+    * no parameter of the optimizer that is frozen now may hold a nonzero gradient (Opacus clips and noises only
+      parameters with ``requires_grad``, but the wrapped optimizer applies every ``p.grad``: a parameter frozen
+      between ``backward()`` and ``step()`` would move by its unclipped, un-noised gradient).
+
+    A parameter of the optimizer that was frozen when ``make_private`` wrapped the module, in a layer with no other
+    trainable parameter, has no per-example gradient hooks (Opacus hooks the layers trainable at wrapping time):
+    a step after it was unfrozen is refused naming it, before anything is clipped (where Opacus would fail with
+    "Per sample gradient is not initialized", and ghost mode with a message about the criterion). The run is
+    stopped; the model, which never received that step, may still be released.
+
+    *The caller's checks.* ``step_checks`` (:meth:`PrivacyEngine.add_step_check`) run first at every step; one
+    that raises a :class:`~dpaudit.errors.DPAuditError` stops the run, the model is not released, and the error
+    propagates (``dpaudit.tune`` checks there that a trial did not load an earlier trial's weights after
+    ``make_private``).
 
     *Poisson batches.* Opacus keeps one queue of skip signals, so a ``BatchMemoryManager`` pass abandoned after a
     skipped physical batch (``break``) leaves that Poisson batch's clipped gradients accumulated, and the next pass
@@ -272,14 +301,47 @@ class _PlanGuard:
     _in_step: bool
 
     def guard(self, module: nn.Module, *, prefetch: bool) -> None:
-        """Start guarding the steps of ``module``'s run; ``prefetch``: the loader has workers."""
+        """Start guarding the steps of ``module``'s run (already wrapped by Opacus); ``prefetch``: the loader has
+        workers."""
         self._guarded = module
         self._prefetch = prefetch
+        self._hooked = {id(p) for _, m in trainable_modules(module) for p in m.parameters(recurse=False)}
+        self._known = {id(t): weakref.ref(t) for t in itertools.chain(module.parameters(), module.buffers())}
+        self._forwarded: dict[int, tuple[str, torch.Tensor]] = {}  # required gradients in a forward since a step
+        self._forward_hooks = [m.register_forward_pre_hook(self._forward_hook(prefix, m))
+                               for prefix, m in module.named_modules()]
+        self.step_checks: list[Callable[[], None]] = []
         self._signals: deque[tuple[Any, bool]] = deque()  # (the Poisson batch being split, skip)
         self._pending: Any = None  # the Poisson batch whose clipped gradients are accumulated, un-noised
         self._signal_frame: Any = None  # the BatchSplittingSampler iteration that signals
         self._popped = False
         self.violation: str | None = None
+
+    def unguard(self) -> None:
+        """Remove the forward hooks :meth:`guard` put on the module's layers (after the release, or a refusal)."""
+        for handle in self._forward_hooks:
+            handle.remove()
+        self._forward_hooks = []
+
+    def _was_there(self, t: torch.Tensor) -> bool:
+        """Whether ``t`` is a tensor the module held when :meth:`guard` was called."""
+        ref = self._known.get(id(t))
+        return ref is not None and ref() is t
+
+    def _forward_hook(self, prefix: str, layer: nn.Module) -> Callable[[nn.Module, Any], None]:
+        """The forward pre-hook of ``layer``: remember its tensors that require gradients in a pass with gradients
+        enabled. A plain function (``copy.deepcopy`` of the model shares it rather than copying this optimizer),
+        which ignores the layers of such a copy."""
+        guard, own = self, id(layer)
+
+        def hook(module: nn.Module, _: Any) -> None:
+            if id(module) != own or not torch.is_grad_enabled() or guard.stopped is not None:
+                return
+            for name, t in itertools.chain(module._parameters.items(), module._buffers.items()):
+                if t is not None and t.requires_grad:
+                    guard._forwarded.setdefault(id(t), (f"{prefix}.{name}" if prefix else name, t))
+
+        return hook
 
     def _refuse(self, reason: str, *, covered: bool) -> None:
         """Stop the run (every later step refused) and raise; ``covered``: the model is still covered."""
@@ -305,8 +367,10 @@ class _PlanGuard:
         self._signals.clear()
 
     def signal_skip_step(self, do_skip: bool = True) -> None:
-        """Queue the next step's skip flag with the Poisson batch it belongs to; a skip is accepted only from a
-        ``BatchSplittingSampler`` over this run's Poisson batches.
+        """Queue the next step's skip flag with the Poisson batch it belongs to; a skip is accepted only from
+        Opacus's own ``BatchSplittingSampler.__iter__`` (the caller's frame runs exactly that code object, with
+        that module's globals, and holds the Poisson batch ``batch_idxs`` it splits) over this run's Poisson
+        batches. Another function, even one whose local ``self`` is such a sampler, is refused.
 
         Raises:
             AccountingError: any other caller asks to skip (nothing is queued), or a new ``BatchMemoryManager``
@@ -314,7 +378,10 @@ class _PlanGuard:
         """
         frame = sys._getframe(1)
         caller = frame.f_locals.get("self")
-        from_run = (isinstance(caller, BatchSplittingSampler) and self.poisson_batches is not None
+        splitter = BatchSplittingSampler.__iter__
+        from_run = (frame.f_code is splitter.__code__ and frame.f_globals is splitter.__globals__
+                    and frame.f_locals.get("batch_idxs") is not None
+                    and isinstance(caller, BatchSplittingSampler) and self.poisson_batches is not None
                     and caller.sampler is self.poisson_batches)
         if do_skip and not from_run:
             raise AccountingError(_SKIP_REFUSED)
@@ -336,20 +403,31 @@ class _PlanGuard:
         return skip
 
     def escaped(self) -> str | None:
-        """Why the model is not covered if a parameter of the module requires gradients but is not the
-        optimizer's (unfrozen after ``make_private``), else None."""
+        """Why the model is not covered, else None: a parameter or buffer of the module requires gradients but is
+        not the optimizer's (unfrozen after ``make_private``), or one required gradients in a forward pass since
+        the last step and is not the optimizer's or is frozen now (class docstring)."""
         optimized = {id(p) for group in self.original_optimizer.param_groups for p in group["params"]}
-        outside = [name for name, p in self._guarded.named_parameters() if p.requires_grad and id(p) not in optimized]
-        if not outside:
-            return None
-        return (f"parameters {outside[:5]} of the module require gradients but are not updated by the optimizer "
-                "make_private returned (unfrozen after make_private?); they would be trained by their raw, "
-                "unclipped gradient. The run is stopped and its model is not released")
+        outside = [name for name, p in self._guarded.named_parameters()
+                   if id(p) not in optimized and (p.requires_grad or not self._was_there(p))]
+        if outside:
+            return (f"parameters {_names(outside)} of the module require gradients (or were added to it after "
+                    "make_private) but are not updated by the optimizer make_private returned (unfrozen after "
+                    "make_private?); they would be trained by their raw, unclipped gradient. The run is stopped and "
+                    "its model is not released")
+        buffers = [name for name, b in self._guarded.named_buffers() if b.requires_grad]
+        if buffers:
+            return (f"buffers {_names(buffers)} of the module require gradients: Opacus computes per-example "
+                    "gradients for parameters only, so they would be trained by their raw, unclipped gradient. The "
+                    "run is stopped and its model is not released")
+        toggled = [name for name, t in self._forwarded.values() if id(t) not in optimized or not t.requires_grad]
+        if toggled:
+            return (f"{_names(toggled)} required gradients in a forward pass since the last step but are not "
+                    "updated by the optimizer make_private returned, or were frozen again before the step: their "
+                    "raw gradient from that pass could be applied by another optimizer, unclipped and un-noised. "
+                    "The run is stopped and its model is not released")
+        return None
 
     def _check_parameters(self) -> None:
-        reason = self.escaped()
-        if reason is not None:
-            self._refuse(reason, covered=False)
         frozen = [p for group in self.original_optimizer.param_groups for p in group["params"]
                   if not p.requires_grad and p.grad is not None]
         if frozen and any(bool(p.grad.any()) for p in frozen):  # a device sync only in this rare case
@@ -357,6 +435,19 @@ class _PlanGuard:
                 "a parameter of the optimizer was frozen (requires_grad=False) while holding a gradient: Opacus "
                 "neither clips nor noises it, but the optimizer would apply it. Freeze parameters between steps, "
                 "after optimizer.zero_grad(). The run is stopped and its model is not released", covered=False)
+        reason = self.escaped()
+        if reason is not None:
+            self._refuse(reason, covered=False)
+        unhooked = {id(p) for group in self.original_optimizer.param_groups for p in group["params"]
+                    if p.requires_grad and id(p) not in self._hooked}
+        if unhooked:
+            named = [name for name, p in self._guarded.named_parameters() if id(p) in unhooked]
+            self._refuse(
+                f"parameters {_names(named)} were unfrozen after make_private, in layers that had no trainable "
+                "parameter when make_private wrapped the module: Opacus computes per-example gradients only for "
+                "the layers trainable then, so their gradients cannot be clipped. Unfreeze them before make_private "
+                "(and freeze layers between steps instead: progressive freezing). Nothing of this step was clipped "
+                "or noised; the run is stopped: release the model with release_model()", covered=True)
 
     def _check_batch(self) -> None:
         if not self._prefetch and len(self._signals) > 1:
@@ -379,8 +470,16 @@ class _PlanGuard:
             AccountingError: see the class docstring; and the capped optimizer's refusals.
         """
         if self.stopped is None and self._in_step:
+            for check in self.step_checks:
+                try:
+                    check()
+                except DPAuditError as exc:
+                    self.stop(str(exc))  # type: ignore[attr-defined]
+                    self.violation = str(exc)
+                    raise
             self._check_parameters()
             self._check_batch()
+            self._forwarded.clear()
         self._popped = False
         ran: bool = super().pre_step(closure)  # type: ignore[misc]
         if ran and not self._popped:  # Opacus's shortcut for an optimizer without trainable parameters
@@ -487,7 +586,7 @@ class PrivacyEngine:
 
         Raises:
             InvalidParameter: bad arguments, a loader whose sampling cannot be accounted for, an optimizer that
-                leaves a trainable parameter out, a second call.
+                leaves a trainable parameter out, a buffer that requires gradients, a second call.
             PluginError: a replace-one session, a model with layers that mix examples.
             BudgetExceeded: the session cannot pay for the N steps (nothing is charged or wrapped).
             AccountingError: no σ meets ``target_epsilon``.
@@ -553,6 +652,8 @@ class PrivacyEngine:
             if dp_optimizer is not None:  # and the user's optimizer and parameters as they came
                 dp_optimizer.stop("make_private was refused")  # removes ghost mode's gradient hooks
                 dp_optimizer.step_guard.remove()
+                if hasattr(dp_optimizer, "_forward_hooks"):
+                    dp_optimizer.unguard()
             raise
         self._run = PrivateRun(plan=plan, charge=charge, noise_multiplier=noise_multiplier,
                                max_grad_norm=max_grad_norm, grad_sample_mode=grad_sample_mode, target=target)
@@ -629,7 +730,19 @@ class PrivacyEngine:
         record_run(self._view, run.charge, run.plan, digest=digest, n_parameters=count_parameters(model),
                    realised_steps=optimizer.steps_taken, details=self._details())
         self._released = digest
+        optimizer.unguard()
         return digest
+
+    def add_step_check(self, check: Callable[[], None]) -> None:
+        """Run ``check()`` at the top of every later step of the run's optimizer (skipped ``BatchMemoryManager``
+        steps included), before the guard's own checks and before anything is clipped or noised. A
+        :class:`~dpaudit.errors.DPAuditError` it raises stops the run (every later step is refused and the model is
+        not released) and propagates from ``optimizer.step()``.
+
+        Raises:
+            DPAuditError: make_private was not called.
+        """
+        self._state()[2].step_checks.append(check)
 
     def _release_at_cap(self) -> None:
         self.release_model()
@@ -691,6 +804,18 @@ def _check_objects(module: nn.Module, optimizer: torch.optim.Optimizer) -> None:
             " of the module: they would be trained outside make_private (another optimizer, with the raw, "
             "unclipped and un-noised gradient). Pass one optimizer over all trainable parameters (several learning "
             "rates: its param groups), or freeze the others with requires_grad_(False) before make_private")
+    buffers = [name for name, b in module.named_buffers() if b.requires_grad]
+    if buffers:
+        raise InvalidParameter(
+            f"the buffers {_names(buffers)} of the module require gradients: Opacus computes per-example gradients "
+            "for parameters only, so they would be trained outside make_private (with the raw, unclipped and "
+            "un-noised gradient). Register a trained tensor as an nn.Parameter (and pass it to the optimizer), or "
+            "make the buffer constant with requires_grad_(False)")
+
+
+def _names(names: list[str]) -> str:
+    """At most five names for a message."""
+    return f"{names[:5]}{' ...' if len(names) > 5 else ''}"
 
 
 def _public_number(value: Any) -> float | None:

@@ -20,10 +20,15 @@ Independence across trials (:class:`TrialHistory`). A selection method whose gua
 independent (randtune's repetitions; constant-overhead's partition models and final run) refuses a trial whose
 module or optimizer starts from a floating-point tensor an earlier trial of the run trained (a warm start through
 ``load_state_dict``), and randtune also one that holds a tensor object an earlier repetition trained or trains a
-tensor an earlier repetition's model holds. State kept elsewhere (globals, files, values derived from earlier
-models) cannot be checked: it is the conditional assumption :data:`INDEPENDENT_REPETITIONS` /
-:data:`INDEPENDENT_PARTITION_MODELS`, listed with the method's charges. A covered run's cover is handed out once
-(:class:`CoveredView`): a second DP-SGD run under one repetition or one envelope is refused.
+tensor an earlier repetition's model holds. The check runs when ``trial.make_private`` is called and again at the
+trial's first optimizer step (the DP optimizer's, or in partition mode the user's own), before anything is applied,
+so weights loaded right after ``make_private`` are refused too; at every later step and when ``train`` returns, a
+tensor of the module or optimizer that is new or changed outside the optimizer since the previous step (a load
+between steps or after the last) is checked against the earlier trials' values.
+State kept elsewhere (globals, files, values derived from earlier models) cannot be checked: it is the conditional
+assumption :data:`INDEPENDENT_REPETITIONS` / :data:`INDEPENDENT_PARTITION_MODELS`, listed with the method's charges.
+A covered run's cover is handed out once (:class:`CoveredView`): a second DP-SGD run under one repetition or one
+envelope is refused.
 
 The DP-SGD parameters of a setting are public and fixed before any data is read: every setting holds
 ``batch_size``, ``epochs``, ``noise_multiplier`` and ``max_grad_norm`` (from the search space, or fixed values in
@@ -371,6 +376,18 @@ class TrialHistory:
                                   "optimizer in train()")
         return before
 
+    def check_loaded(self, tensors: list[torch.Tensor]) -> None:
+        """Check tensors changed outside the optimizer during a trial (after its first step).
+
+        Raises:
+            PluginError: one of them now holds a value an earlier trial trained (a warm start mid-trial).
+        """
+        for t in tensors:
+            if _learnable(t) and tensor_sha256(t) in self._trained:
+                raise PluginError(f"this {self._what}'s model or optimizer was given a tensor an earlier "
+                                  f"{self._what} trained, after its first optimizer step (a warm start): "
+                                  f"{self._what}s must be independent; initialise each model afresh in train()")
+
     def finish(self, before: Mapping[int, tuple[torch.Tensor, str]], optimizer: torch.optim.Optimizer) -> None:
         """Remember what the trial that started with ``before`` trained.
 
@@ -433,6 +450,50 @@ class _Snapshot:
             m.train(training)
 
 
+class _VirtualSteps:
+    """Partition mode: ``BatchMemoryManager``'s virtual steps for the user's own optimizer, which
+    ``trial.make_private`` hands back unwrapped (the partition models are trained without noise and never released;
+    only their utility is, through AboveThreshold, so the run's Poisson accounting does not apply to them).
+
+    ``signal_skip_step`` queues the skip flags as Opacus's ``DPOptimizer`` does; a skipped ``step()`` leaves the
+    gradients where they are and the next ``zero_grad()`` keeps them, so a batch split into physical batches is
+    stepped once, on the gradients summed over its physical batches (with a mean loss: the sum of their means).
+    Installed on the optimizer object and removed by :meth:`Trial.restore`.
+    """
+
+    _NAMES = ("signal_skip_step", "step", "zero_grad")
+
+    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+        self._optimizer = optimizer
+        self._skips: list[bool] = []
+        self._skipped = False
+        self._step, self._zero_grad = optimizer.step, optimizer.zero_grad
+        self._saved: dict[str, Any] | None = None
+        if not hasattr(optimizer, "signal_skip_step"):  # a plain torch optimizer
+            self._saved = {name: vars(optimizer)[name] for name in self._NAMES if name in vars(optimizer)}
+            for name, method in zip(self._NAMES, (self.signal_skip_step, self.step, self.zero_grad), strict=True):
+                setattr(optimizer, name, method)
+
+    def signal_skip_step(self, do_skip: bool = True) -> None:
+        self._skips.append(bool(do_skip))
+
+    def step(self, closure: Any = None) -> Any:
+        self._skipped = self._skips.pop(0) if self._skips else False
+        return None if self._skipped else self._step(closure)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        if not self._skipped:
+            self._zero_grad(set_to_none)
+
+    def remove(self) -> None:
+        """Put the optimizer's own ``step`` and ``zero_grad`` back."""
+        saved, self._saved = self._saved, None
+        if saved is not None:
+            for name in self._NAMES:
+                vars(self._optimizer).pop(name, None)
+            vars(self._optimizer).update(saved)
+
+
 @dataclass
 class Trial:
     """What the user's ``train`` receives: one setting, the data it may train on, and ``make_private``.
@@ -463,6 +524,10 @@ class Trial:
     _optimizer: torch.optim.Optimizer | None = field(default=None, init=False, repr=False)
     _before: dict[int, tuple[torch.Tensor, str]] | None = field(default=None, init=False, repr=False)
     _snapshot: _Snapshot | None = field(default=None, init=False, repr=False)
+    _stepped: bool = field(default=False, init=False, repr=False)
+    _refused: str | None = field(default=None, init=False, repr=False)
+    _versions: dict[int, int] = field(default_factory=dict, init=False, repr=False)
+    _hooks: list[Any] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -476,7 +541,9 @@ class Trial:
         returns.
 
         In ``partition`` mode the module's and optimizer's state is snapshotted first and put back by
-        :meth:`restore`; with a :class:`TrialHistory` the objects must start fresh (:meth:`TrialHistory.start`).
+        :meth:`restore`; with a :class:`TrialHistory` the objects must start fresh (:meth:`TrialHistory.start`),
+        checked now and again at the first optimizer step (:meth:`_check_step`). In ``partition`` mode the user's
+        optimizer also takes ``BatchMemoryManager``'s skip signals (:class:`_VirtualSteps`).
 
         Raises:
             InvalidParameter: a second call, another loader or batch size, another σ, C or epoch count,
@@ -511,6 +578,10 @@ class Trial:
         self._module, self._optimizer, self._before = module, optimizer, before
         if self.mode == "partition":
             self._snapshot = _Snapshot.take(module, optimizer)
+            self._watch(optimizer)
+            self._hooks.append(_VirtualSteps(optimizer))
+            if self.history is not None:
+                self._hooks.append(optimizer.register_step_pre_hook(lambda *_: self._check_step()))
             generator = torch.Generator().manual_seed(self.seed)
             loader = DataLoader(self.dataset, batch_size=self.params["batch_size"], shuffle=True,
                                 generator=generator, collate_fn=data_loader.collate_fn)
@@ -520,7 +591,61 @@ class Trial:
         from dpaudit.privacy_engine import PrivacyEngine  # the engine imports the kit: import it on use
 
         self.engine = PrivacyEngine(self.view, assumptions=self.assumptions)
-        return self.engine.make_private(module=module, optimizer=optimizer, data_loader=data_loader, **kwargs)
+        returned = self.engine.make_private(module=module, optimizer=optimizer, data_loader=data_loader, **kwargs)
+        if self.history is not None:
+            self._watch(optimizer)
+            self.engine.add_step_check(self._check_step)
+        return returned
+
+    def _watch(self, optimizer: torch.optim.Optimizer) -> None:
+        """Note the versions of the trial's tensors now and after each update of ``optimizer`` (the user's), so
+        that a tensor changed between two steps outside the optimizer is seen (:meth:`_check_step`)."""
+        if self.history is None:
+            return
+        self._note_versions()
+        self._hooks.append(optimizer.register_step_post_hook(lambda *_: self._note_versions()))
+
+    def _current(self) -> list[torch.Tensor]:
+        """The trial's tensors now: the module's, the optimizer's parameters and its state."""
+        assert self._module is not None and self._optimizer is not None
+        return [*_tensors(self._module, self._optimizer), *_optimizer_state(self._optimizer)]
+
+    def _note_versions(self) -> None:
+        if self._module is not None and self._optimizer is not None:
+            self._versions = {id(t): t._version for t in self._current()}
+
+    def _check_step(self, where: str = "at an optimizer step") -> None:
+        """Before each optimizer step of a trial with a history (and once more when ``train`` returns): at the
+        first, :meth:`TrialHistory.start` again on the module and optimizer as they are now (weights loaded after
+        ``make_private``), its digests replacing those taken at ``make_private``; at later ones,
+        :meth:`TrialHistory.check_loaded` on the tensors (module, optimizer parameters and state) that are new or
+        were changed since the previous step other than by the optimizer. A refusal is final: every later step
+        and :func:`run_trial` refuse too.
+
+        Raises:
+            PluginError: the trial continues an earlier one.
+        """
+        if self._refused is not None:
+            raise PluginError(self._refused)
+        assert self.history is not None
+        try:
+            if not self._stepped:
+                assert self._module is not None and self._optimizer is not None
+                self._before = self.history.start(self._module, self._optimizer)
+                self._stepped = True
+            else:
+                self.history.check_loaded([t for t in self._current()
+                                           if self._versions.get(id(t)) != t._version])
+        except PluginError as exc:
+            self._refused = f"{where}: {exc}"
+            raise PluginError(self._refused) from exc
+        self._note_versions()
+
+    def _unhook(self) -> None:
+        """Remove the hooks :meth:`make_private` put on the user's optimizer."""
+        hooks, self._hooks = self._hooks, []
+        for hook in hooks:
+            hook.remove()
 
     def restore(self) -> None:
         """``partition`` mode: put the module and optimizer handed to :meth:`make_private` back as they came
@@ -532,6 +657,7 @@ class Trial:
         Raises:
             PluginError: ``train`` replaced the objects' tensors, so they cannot be put back.
         """
+        self._unhook()
         snapshot, self._snapshot = self._snapshot, None
         if snapshot is not None:
             snapshot.restore()
@@ -559,11 +685,20 @@ def run_trial(train: Callable[[Trial], nn.Module], trial: Trial) -> tuple[nn.Mod
 
     Raises:
         PluginError: ``train`` did not call ``trial.make_private`` or returned no module; in partition mode, a
-            module other than the one handed to ``make_private``; with a history, a trial that trained a tensor
-            an earlier trial's model holds (:meth:`TrialHistory.finish`).
+            module other than the one handed to ``make_private``; with a history, a trial that continued an
+            earlier one (refused at an optimizer step, :meth:`Trial._check_step`, even if ``train`` caught it) or
+            trained a tensor an earlier trial's model holds (:meth:`TrialHistory.finish`).
         UncoveredRelease: the returned model is not the one trained under the charge.
     """
-    model = train(trial)
+    try:
+        model = train(trial)
+    finally:
+        if trial.mode != "partition":  # partition mode: Trial.restore removes them with the snapshot
+            trial._unhook()
+    if trial._refused is not None:
+        raise PluginError(trial._refused)
+    if trial.history is not None and trial._called:
+        trial._check_step("when train returned")  # weights loaded after the last step (or with no step)
     if not isinstance(model, nn.Module):
         raise PluginError(f"train must return the trained torch module, got {type(model).__name__}")
     if not trial._called:

@@ -21,7 +21,9 @@ model (trained without clipping or noise). Partition-mode ``make_private`` snaps
 handed and :meth:`~dpaudit.tuning.user.Trial.restore` puts them back once the utility is read, so a model created
 outside ``train`` and shared across calls starts every partition model and the final run from its state before
 tuning; the run's :class:`~dpaudit.tuning.user.TrialHistory` refuses a trial that starts from a tensor an earlier
-trial trained (a warm start through a saved ``state_dict``); the final run's cover pays for one DP-SGD run. What
+trial trained (a warm start through a saved ``state_dict``, loaded before ``trial.make_private`` or after it: the
+check runs again at the trial's first optimizer step, and later steps check tensors changed between steps); the
+final run's cover pays for one DP-SGD run. What
 cannot be checked (state kept elsewhere by ``train``) is the conditional assumption
 ``independent-partition-models`` (:data:`~dpaudit.tuning.user.INDEPENDENT_PARTITION_MODELS`), listed with the
 envelope and the rounds.

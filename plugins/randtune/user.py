@@ -12,9 +12,11 @@ composition of several repetitions' DP-SGD runs, which the charge of one run per
 repetition gets its own :class:`~dpaudit.tuning.user.CoveredView`, which pays for one DP-SGD run only (a second
 ``PrivacyEngine(trial.view)`` or ``make_private`` is refused), and the run's
 :class:`~dpaudit.tuning.user.TrialHistory` refuses a repetition that starts from, holds or trains a tensor an
-earlier repetition trained or holds; the selected model is checked unchanged since its release. What cannot be
-checked (state kept elsewhere by ``train``) is the conditional assumption ``independent-repetitions``
-(:data:`~dpaudit.tuning.user.INDEPENDENT_REPETITIONS`), listed with the charge.
+earlier repetition trained or holds (checked at ``trial.make_private`` and again at the repetition's first
+optimizer step, so weights loaded right after ``make_private`` are refused too); the selected model is checked
+unchanged since its release. What cannot be checked (state kept elsewhere by ``train``) is the conditional
+assumption ``independent-repetitions`` (:data:`~dpaudit.tuning.user.INDEPENDENT_REPETITIONS`), listed with the
+charge.
 
 Sensitivity of the selection: none is needed. Papernot & Steinke's Thms. 2 and 6 hold for the best of K outputs under
 *any* fixed total order on the outputs, so the score may be any function of the model and public data; its declared

@@ -1,6 +1,8 @@
 """make_private misused (dpaudit.privacy_engine): an optimizer over part of the trainable model, a parameter
-unfrozen or frozen behind the optimizer's back, a BatchMemoryManager pass abandoned in the middle of a Poisson batch,
-an Opacus DPDataLoader sampling from a generator the user seeded. Each is refused before a noisy step covers more than
+unfrozen or frozen behind the optimizer's back (also only for the backward pass), a buffer or an added parameter
+trained outside, a BatchMemoryManager pass abandoned in the middle of a Poisson batch, a skip signal from code other
+than Opacus's BatchSplittingSampler, a layer unfrozen that Opacus never hooked, an Opacus DPDataLoader sampling from
+a generator the user seeded. Each is refused before a noisy step covers more than
 the charge describes; the legitimate shapes next to them (frozen layers, param groups, progressive freezing, a pass
 stopped at a batch boundary) still train."""
 
@@ -289,3 +291,169 @@ def test_an_opacus_dpdataloader_samples_with_the_sessions_generator(make_session
     _backward(wrapped, dp, x, y)
     dp.step()
     assert engine.steps_taken == 1
+
+
+# --- 4. training outside the DP optimizer, toggled or through buffers ----------------------------------------
+
+
+@pytest.mark.parametrize("body_in_optimizer", [False, True])
+def test_a_layer_unfrozen_for_backward_and_refrozen_before_the_step_is_refused(make_session, body_in_optimizer):
+    """Reviewer's bypass_toggle_frozen: the body is unfrozen for the forward and backward pass, frozen again before
+    the step, a plain optimizer applies its raw gradient and the gradient is zeroed before the DP step, so neither
+    "requires gradients but not the optimizer's" nor "frozen while holding a gradient" saw it."""
+    s = make_session(epsilon=20.0, delta=1e-5)
+    net = Net()
+    if body_in_optimizer:  # trainable at make_private (hooked), frozen now
+        engine, wrapped, dp, loader = _private(s, net)
+    else:  # frozen at make_private, left out of the optimizer
+        net.body.requires_grad_(False)
+        engine, wrapped, dp, loader = _private(s, net, torch.optim.SGD(net.head.parameters(), lr=0.5))
+    plain = torch.optim.SGD(net.body.parameters(), lr=5.0)
+    x, y = next(iter(loader))
+    dp.zero_grad()
+    net.body.requires_grad_(True)
+    nn.functional.cross_entropy(wrapped(x), y).backward()
+    net.body.requires_grad_(False)
+    plain.step()  # the raw gradient
+    plain.zero_grad()
+    head, noise_state = _params(net.head), dp.generator.get_state()
+    with pytest.raises(AccountingError, match=r"\['body.weight', 'body.bias'\] required gradients in a forward"):
+        dp.step()
+    assert _same(_params(net.head), head) and torch.equal(dp.generator.get_state(), noise_state)
+    with pytest.raises(UncoveredRelease, match="required gradients in a forward"):
+        engine.release_model()
+    assert _records(s, "release") == []
+
+
+def test_a_layer_unfrozen_for_backward_then_released_early_is_refused(make_session):
+    """No DP step after the outside update: the early release checks the forward passes since the last step too."""
+    s = make_session(epsilon=20.0, delta=1e-5)
+    net = Net()
+    net.body.requires_grad_(False)
+    engine, wrapped, dp, loader = _private(s, net, torch.optim.SGD(net.head.parameters(), lr=0.5))
+    batches = iter(loader)
+    x, y = next(batches)
+    _backward(wrapped, dp, x, y)
+    dp.step()
+    net.body.requires_grad_(True)
+    x, y = next(batches)
+    _backward(wrapped, dp, x, y)
+    net.body.requires_grad_(False)
+    torch.optim.SGD(net.body.parameters(), lr=5.0).step()
+    with pytest.raises(UncoveredRelease, match="required gradients in a forward"):
+        engine.release_model()
+    assert _records(s, "release") == []
+
+
+def test_an_evaluation_under_no_grad_before_freezing_a_layer_is_accepted(make_session):
+    """Progressive freezing after a validation pass: a forward pass under torch.no_grad() gives no gradient."""
+    s = make_session(epsilon=20.0, delta=1e-5)
+    net = Net()
+    engine, wrapped, dp, loader = _private(s, net, epochs=2)
+    for step, (x, y) in enumerate(loader):
+        _backward(wrapped, dp, x, y)
+        dp.step()
+        if step == 0:
+            dp.zero_grad()
+            with torch.no_grad():
+                wrapped(x)
+            net.body.requires_grad_(False)
+    for x, y in loader:
+        _backward(wrapped, dp, x, y)
+        dp.step()
+    assert engine.steps_taken == 6 and engine.released_sha256 is not None
+
+
+class _WithBuffer(Net):
+    def __init__(self, requires_grad: bool) -> None:
+        super().__init__()
+        self.register_buffer("shift", torch.zeros(2, requires_grad=requires_grad))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) + self.shift
+
+
+def test_a_buffer_that_requires_gradients_is_refused(make_session):
+    """Reviewer's bypass_buffer_trained_outside: a learnable tensor registered as a buffer (in the released
+    state_dict) was trained by a plain optimizer with its raw gradient. Refused at make_private, and at the step when
+    the buffer is made trainable afterwards."""
+    s = make_session(epsilon=20.0, delta=1e-5)
+    net = _WithBuffer(requires_grad=True)
+    with pytest.raises(InvalidParameter, match=r"buffers \['shift'\] of the module require gradients"):
+        _private(s, net)
+    assert _records(s, "charge") == []
+    net = _WithBuffer(requires_grad=False)
+    engine, wrapped, dp, loader = _private(s, net)
+    net.shift.requires_grad_(True)
+    x, y = next(iter(loader))
+    _backward(wrapped, dp, x, y)
+    torch.optim.SGD([net.shift], lr=10.0).step()
+    with pytest.raises(AccountingError, match=r"buffers \['shift'\] of the module require gradients"):
+        dp.step()
+    with pytest.raises(UncoveredRelease):
+        engine.release_model()
+    assert _records(s, "release") == []
+
+
+# --- 5. skip signals come from Opacus's own BatchSplittingSampler ------------------------------------------------
+
+
+def test_a_skip_signal_from_a_function_with_a_local_self_is_refused(make_session):
+    """Reviewer's bypass_skip_spoof: any function whose local ``self`` was a BatchSplittingSampler over the run's
+    sampler could skip, with no Poisson batch attached, so two Poisson batches shared one noise draw."""
+    from opacus.utils.batch_memory_manager import BatchSplittingSampler
+
+    s = make_session(epsilon=20.0, delta=1e-5)
+    engine, wrapped, dp, loader = _private(s, Net())
+
+    def skip_next(self, optimizer) -> None:  # ``self`` is only a local name here
+        optimizer.signal_skip_step(do_skip=True)
+
+    fake = BatchSplittingSampler(sampler=loader.batch_sampler, max_batch_size=10**6, optimizer=dp)
+    x, y = next(iter(loader))
+    _backward(wrapped, dp, x, y)
+    with pytest.raises(AccountingError, match="only BatchMemoryManager splitting one batch"):
+        skip_next(fake, dp)
+    assert not dp._signals  # nothing queued
+    dp.step()
+    assert engine.steps_taken == 1  # the step was a noisy one
+
+
+# --- 6. a layer unfrozen after make_private has no per-example gradient hooks -------------------------------------
+
+
+def test_a_layer_frozen_at_make_private_and_unfrozen_later_is_refused_clearly(make_session):
+    """Reviewer's legit_pe progressive_unfreeze_before: Opacus hooks the layers trainable when it wraps the module;
+    an optimizer parameter unfrozen later crashed inside Opacus ("Per sample gradient is not initialized")."""
+    s = make_session(epsilon=20.0, delta=1e-5)
+    net = Net()
+    net.body.requires_grad_(False)
+    engine, wrapped, dp, loader = _private(s, net, epochs=2)  # the optimizer holds the frozen body too
+    batches = iter(loader)
+    x, y = next(batches)
+    _backward(wrapped, dp, x, y)
+    dp.step()
+    net.body.requires_grad_(True)
+    x, y = next(batches)
+    _backward(wrapped, dp, x, y)
+    before, noise_state = _params(net), dp.generator.get_state()
+    with pytest.raises(AccountingError, match=r"parameters \['body.weight', 'body.bias'\] were unfrozen after "
+                                              r"make_private, in layers that had no trainable parameter"):
+        dp.step()
+    assert _same(_params(net), before) and torch.equal(dp.generator.get_state(), noise_state)
+    assert engine.steps_taken == 1 and engine.release_model()  # the model never received that step
+
+
+def test_a_parameter_added_to_the_module_after_make_private_is_refused(make_session):
+    """A tensor attached after make_private has neither Opacus's hooks nor the guard's; outside the optimizer it could
+    be trained by another one (even frozen again before each step), and it is in the released state_dict."""
+    s = make_session(epsilon=20.0, delta=1e-5)
+    net = Net()
+    engine, wrapped, dp, loader = _private(s, net)
+    net.head.extra = nn.Parameter(torch.zeros(2), requires_grad=False)
+    x, y = next(iter(loader))
+    _backward(wrapped, dp, x, y)
+    with pytest.raises(AccountingError, match=r"\['head.extra'\] .* added to it after make_private"):
+        dp.step()
+    with pytest.raises(UncoveredRelease):
+        engine.release_model()

@@ -2,11 +2,15 @@
 the plugins' ``user`` modules): constant-overhead puts back the objects a partition model trained, so a model
 shared across calls never carries unnoised partition training into another partition or the released run, and a
 warm start from a partition model is refused; randtune refuses a repetition that warm-starts from, or shares a
-trained tensor with, an earlier one, and a second DP-SGD run under one repetition's cover; naive, where every run
-is charged and released, accepts warm starts. Each method lists the conditional assumption it cannot check."""
+trained tensor with, an earlier one, and a second DP-SGD run under one repetition's cover; weights loaded after
+trial.make_private are refused at the first optimizer step (or at the step after an in-place load); partition
+models take BatchMemoryManager's virtual steps; naive, where every run is charged and released, accepts warm starts.
+Each method lists the conditional assumption it cannot check."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 
 import numpy as np
@@ -302,3 +306,174 @@ def test_history_refuses_copied_weights_but_not_common_initial_values():
     warm.load_state_dict(trained.state_dict())
     with pytest.raises(PluginError, match="warm start"):
         history.start(warm, torch.optim.SGD(warm.parameters(), lr=1.0))
+
+
+# --- warm starts loaded after trial.make_private --------------------------------------------------------------------
+
+
+def _loop(model: nn.Module, optimizer, loader, on_step=None) -> None:
+    for step, (xb, yb) in enumerate(loader):
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(xb), yb).backward()
+        optimizer.step()
+        if on_step is not None:
+            on_step(step)
+
+
+@pytest.mark.parametrize("method", ["constant-overhead", "randtune"])
+def test_a_warm_start_loaded_after_make_private_is_refused_at_the_first_step(make_session, method):
+    """Reviewer's bypass_warm_after_make_private: the digests were compared only when make_private was called, so
+    ``model.load_state_dict(saved)`` one line later passed (constant-overhead: the released run started from an
+    unnoised partition model; randtune: the selected model composed several repetitions)."""
+    saved: dict[str, torch.Tensor] = {}
+    loaded = []
+
+    def train(trial):
+        model = nn.Linear(4, 2)
+        wrapped, optimizer, loader = trial.make_private(
+            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=trial.params["lr"]),
+            data_loader=DataLoader(trial.dataset, batch_size=trial.params["batch_size"]))
+        if saved and (method == "randtune" or trial.mode == "covered"):
+            model.load_state_dict(saved)  # the warm start, after the check at make_private
+            loaded.append(_state(model))
+        _loop(wrapped, optimizer, loader)
+        if method == "randtune" or trial.mode == "partition":
+            saved.clear()
+            saved.update(_state(model))
+        return wrapped
+
+    session = make_session(20.0, 1e-5, seed=0 if method == "randtune" else 3)
+    with session, pytest.raises(PluginError, match=r"at an optimizer step: .*\(a warm start\)"):
+        _tune(session, method, train=train, **({"gamma": 0.1} if method == "randtune" else {}))
+    assert len(loaded) == 1
+    assert "model_sha256" not in json.dumps([r.body for r in _records(session, "release")])  # no model leaves
+
+
+def test_a_warm_start_across_partitions_after_make_private_is_refused(make_session):
+    """Partition mode hands back the user's own optimizer: its first step checks the weights as they are then."""
+    saved: dict[str, torch.Tensor] = {}
+    at_refusal = []
+
+    def train(trial):
+        model = nn.Linear(4, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=trial.params["lr"])
+        model, optimizer, loader = trial.make_private(
+            module=model, optimizer=optimizer, data_loader=DataLoader(trial.dataset, batch_size=40))
+        if saved:
+            model.load_state_dict(saved)
+        try:
+            _loop(model, optimizer, loader)
+        except PluginError:
+            at_refusal.append(_same(_state(model), saved))
+            raise
+        saved.update(_state(model))
+        return model
+
+    with make_session(20.0, 1e-5, seed=3) as session, pytest.raises(PluginError, match="at an optimizer step"):
+        _tune(session, "constant-overhead", train=train)
+    assert at_refusal == [True]  # refused before the step applied anything
+
+
+def test_a_warm_start_loaded_between_two_steps_is_refused(make_session):
+    """Loading an earlier repetition's weights after the first step: the tensors changed outside the optimizer since
+    the previous step are checked at the next one."""
+    saved: dict[str, torch.Tensor] = {}
+
+    def train(trial):
+        model = nn.Linear(4, 2)
+        wrapped, optimizer, loader = trial.make_private(
+            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=trial.params["lr"]),
+            data_loader=DataLoader(trial.dataset, batch_size=trial.params["batch_size"]))
+        _loop(wrapped, optimizer, loader, on_step=lambda step: saved and step == 0 and model.load_state_dict(saved))
+        saved.clear()
+        saved.update(_state(model))
+        return wrapped
+
+    with pytest.raises(PluginError, match="after its first optimizer step"):
+        _randtune(make_session, train)
+
+
+@pytest.mark.parametrize("what", ["weights", "optimizer state"])
+def test_a_partition_model_given_another_partitions_state_after_its_steps_is_refused(make_session, what):
+    """Partition mode: loading the previous partition model's weights (or its optimizer's momentum) after the last
+    step of the loop would make this partition's utility depend on another partition's records; checked when train
+    returns, before the utility is read (and the optimizer state at the next step)."""
+    saved: dict = {}
+    scored = []
+
+    def train(trial):
+        model = nn.Linear(4, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=trial.params["lr"], momentum=0.9)
+        model, optimizer, loader = trial.make_private(
+            module=model, optimizer=optimizer, data_loader=DataLoader(trial.dataset, batch_size=40))
+        if what == "optimizer state" and saved:
+            optimizer.load_state_dict(saved["optimizer"])  # after make_private, before the loop
+        _loop(model, optimizer, loader)
+        if what == "weights" and saved:
+            model.load_state_dict(saved["model"])
+        saved.update({"model": _state(model), "optimizer": copy.deepcopy(optimizer.state_dict())})
+        return model
+
+    def score(model):
+        scored.append(model)
+        return _accuracy(model)
+
+    with make_session(20.0, 1e-5, seed=3) as session, pytest.raises(PluginError, match="warm start"):
+        dpaudit.tune(session, "constant-overhead", space=SPACE, train=train, score=score, score_range=(0.0, 1.0),
+                     dataset=(X, Y), record_ids=np.arange(N), k=3, t_max=2)
+    assert len(scored) == 1  # the first partition model only
+
+
+def test_a_refused_step_caught_by_train_still_fails_the_trial(make_session):
+    saved: dict[str, torch.Tensor] = {}
+
+    def swallow(trial):
+        model = nn.Linear(4, 2)
+        wrapped, optimizer, loader = trial.make_private(
+            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=trial.params["lr"]),
+            data_loader=DataLoader(trial.dataset, batch_size=trial.params["batch_size"]))
+        if saved:
+            model.load_state_dict(saved)
+        with contextlib.suppress(PluginError):
+            _loop(wrapped, optimizer, loader)
+        saved.update(_state(model))
+        return wrapped
+
+    with pytest.raises((PluginError, UncoveredRelease), match="warm start"):
+        _randtune(make_session, swallow)
+
+
+# --- BatchMemoryManager in partition mode -------------------------------------------------------------------------
+
+
+def test_constant_overhead_partition_models_take_batch_memory_manager(make_session):
+    """Reviewer's crash_co_bmm: partition mode hands back the user's own optimizer, which had no signal_skip_step.
+    Its virtual steps now accumulate as Opacus's do: one real step per batch of the partition loader."""
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    real_steps: list[tuple[str, int]] = []  # (mode, real steps - batches)
+    optimizers = []
+
+    def train(trial):
+        model = nn.Linear(4, 2)
+        optimizer = torch.optim.Adam(model.parameters(), lr=trial.params["lr"])
+        optimizers.append(optimizer)
+        model, optimizer, loader = trial.make_private(
+            module=model, optimizer=optimizer, data_loader=DataLoader(trial.dataset, batch_size=40))
+        counted = [0, -(-len(trial.dataset) // 40)]  # real steps, batches of the partition loader
+        optimizers[-1].register_step_post_hook(lambda *_: counted.__setitem__(0, counted[0] + 1))
+        with BatchMemoryManager(data_loader=loader, max_physical_batch_size=16, optimizer=optimizer) as memory:
+            for xb, yb in memory:
+                optimizer.zero_grad()
+                nn.functional.cross_entropy(model(xb), yb).backward()
+                optimizer.step()
+        real_steps.append((trial.mode, counted[0] - counted[1]))
+        return model
+
+    with make_session(20.0, 1e-5, seed=3) as session:
+        result = _tune(session, "constant-overhead", train=train)
+    assert result.selected is not None and result.model_sha256 is not None
+    partitions = [extra for mode, extra in real_steps if mode == "partition"]
+    assert partitions == [0] * 6  # one real step per batch of 40, whatever the physical batches of 16
+    assert all("signal_skip_step" not in vars(o) and "step" not in vars(o) for o in optimizers)
+    assert verify_bundle(session.run_dir, allow_not_for_release=True).valid
