@@ -69,7 +69,6 @@ from typing import Any
 import torch
 from opacus.data_loader import CollateFnWithEmpty, DPDataLoader
 from opacus.grad_sample import AbstractGradSampleModule, prepare_module
-from opacus.utils.batch_memory_manager import BatchSplittingSampler
 from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
 from opacus.utils.module_utils import trainable_modules
 from opacus.utils.uniform_sampler import UniformWithReplacementSampler
@@ -95,6 +94,7 @@ from dpaudit.tuning.training import (
     dp_sgd_event,
     plan_from_loader,
     record_run,
+    splitting,
     state_dict_sha256,
 )
 from dpaudit.validation import check_count, check_delta, check_positive
@@ -377,12 +377,7 @@ class _PlanGuard:
                 pass begins while a Poisson batch is partly accumulated.
         """
         frame = sys._getframe(1)
-        caller = frame.f_locals.get("self")
-        splitter = BatchSplittingSampler.__iter__
-        from_run = (frame.f_code is splitter.__code__ and frame.f_globals is splitter.__globals__
-                    and frame.f_locals.get("batch_idxs") is not None
-                    and isinstance(caller, BatchSplittingSampler) and self.poisson_batches is not None
-                    and caller.sampler is self.poisson_batches)
+        from_run = splitting(frame, self.poisson_batches)
         if do_skip and not from_run:
             raise AccountingError(_SKIP_REFUSED)
         batch = None

@@ -367,15 +367,24 @@ class CappedDPOptimizer(DPOptimizer):
         Raises:
             AccountingError: any other caller asks to skip (nothing is queued).
         """
-        caller = sys._getframe(1).f_locals.get("self")
-        if do_skip and not (isinstance(caller, BatchSplittingSampler) and self.poisson_batches is not None
-                            and caller.sampler is self.poisson_batches):
+        if do_skip and not splitting(sys._getframe(1), self.poisson_batches):
             raise AccountingError(
                 "a skipped step would add this batch's clipped gradients to the next noisy step; each noisy step is "
                 "accounted for exactly one Poisson batch, so only BatchMemoryManager splitting one batch of this "
                 "run's data loader may skip (use BatchMemoryManager(data_loader=<the loader make_private returned>, "
                 "...) for virtual steps)")
         super().signal_skip_step(do_skip)
+
+
+def splitting(frame: Any, poisson_batches: object) -> bool:
+    """Whether ``frame`` is Opacus's own ``BatchSplittingSampler.__iter__`` (that code object, with that module's
+    globals) splitting a Poisson batch (``batch_idxs``) of ``poisson_batches``: the one caller that may ask a run's
+    optimizer to skip a step. Another function, even one whose local ``self`` is such a sampler, is not."""
+    caller = frame.f_locals.get("self")
+    splitter = BatchSplittingSampler.__iter__
+    return (frame.f_code is splitter.__code__ and frame.f_globals is splitter.__globals__
+            and frame.f_locals.get("batch_idxs") is not None and isinstance(caller, BatchSplittingSampler)
+            and poisson_batches is not None and caller.sampler is poisson_batches)
 
 
 class CappedGhostClippingOptimizer(CappedDPOptimizer, DPOptimizerFastGradientClipping):

@@ -390,3 +390,23 @@ def test_a_trial_view_trains_its_claimed_charge_once():
     with pytest.raises(UncoveredRelease, match="not claimed for this trial"):
         DetachedView(ReplaySeeds((), for_release=False), "cpu", Neighbouring.ADD_REMOVE, (3,)).start_claimed_run(
             type("Charge", (), {"seq": 4})())
+
+
+def test_only_opacus_batch_splitter_may_skip_a_step_of_the_plugins_optimizer():
+    """Reviewer's spoof (stop 27), against the plugins' optimizer: a function whose local ``self`` is a
+    BatchSplittingSampler over the run's batches is not Opacus's splitter, so its skip is refused."""
+    from opacus.utils.batch_memory_manager import BatchSplittingSampler
+
+    data = TensorDataset(torch.randn(40, 3), torch.randn(40))
+    loader = DPDataLoader(data, sample_rate=0.25, generator=torch.Generator().manual_seed(1))
+    gsm = GradSampleModule(nn.Linear(3, 1), loss_reduction="sum")
+    opt = CappedDPOptimizer(torch.optim.SGD(gsm.parameters(), lr=0.1), max_steps=4, noise_multiplier=1.0,
+                            max_grad_norm=1.0, expected_batch_size=10, poisson_batches=loader.batch_sampler,
+                            generator=torch.Generator().manual_seed(7))
+
+    def skip_next(self, optimizer) -> None:  # ``self`` is only a local name here
+        optimizer.signal_skip_step(do_skip=True)
+
+    fake = BatchSplittingSampler(sampler=loader.batch_sampler, max_batch_size=10**6, optimizer=opt)
+    with pytest.raises(AccountingError, match="only BatchMemoryManager splitting one batch"):
+        skip_next(fake, opt)
