@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from dpaudit import PrivacyEngine
 from dpaudit.errors import AccountingError, InvalidParameter, UncoveredRelease
-from dpaudit.ledger import read_records
+from tests.dpaudit.test_privacy_engine import _params, _records
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 
@@ -37,16 +37,6 @@ class Net(nn.Module):
 def _data(n: int = N_RECORDS) -> TensorDataset:
     g = torch.Generator().manual_seed(0)
     return TensorDataset(torch.randn(n, 4, generator=g), torch.randint(0, 2, (n,), generator=g))
-
-
-def _records(session, kind: str) -> list:
-    records, problems = read_records(session.ledger_path)
-    assert not problems
-    return [r for r in records if r.type == kind]
-
-
-def _params(model: nn.Module) -> list[torch.Tensor]:
-    return [p.detach().clone() for p in model.parameters()]
 
 
 def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:

@@ -25,19 +25,10 @@ from dpaudit.ledger import read_records
 from dpaudit.privacy_engine import PrivacyEngine
 from dpaudit.tuning.user import Trial, TrialHistory
 from dpaudit.verify import verify_bundle
+from tests.dpaudit.test_tuner import SPACE, XV, YV, N, X, Y  # the same small task
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 
-N = 240
-_rng = np.random.default_rng(0)
-X = _rng.normal(size=(N, 4)).astype(np.float32)
-W = _rng.normal(size=4)
-Y = (X @ W > 0).astype(np.int64)
-XV = _rng.normal(size=(100, 4)).astype(np.float32)
-YV = (XV @ W > 0).astype(np.int64)
-SPACE = {"design": "grid", "parameters": {"lr": {"low": 0.1, "high": 1.0, "log": True, "points": 2},
-                                          "batch_size": 40, "epochs": 1, "noise_multiplier": 1.0,
-                                          "max_grad_norm": 1.0}}
 
 
 def _accuracy(model: nn.Module) -> float:
