@@ -419,7 +419,8 @@ class _PlanGuard:
             return (f"{_names(toggled)} required gradients in a forward pass since the last step but are not "
                     "updated by the optimizer make_private returned, or were frozen again before the step: their "
                     "raw gradient from that pass could be applied by another optimizer, unclipped and un-noised. "
-                    "The run is stopped and its model is not released")
+                    "The run is stopped and its model is not released (run evaluation passes under torch.no_grad(), "
+                    "where nothing is recorded, before freezing layers)")
         return None
 
     def _check_parameters(self) -> None:

@@ -43,6 +43,7 @@ import copy
 import hashlib
 import math
 import threading
+import types
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -471,8 +472,18 @@ class _VirtualSteps:
         self._saved: dict[str, Any] | None = None
         if not hasattr(optimizer, "signal_skip_step"):  # a plain torch optimizer
             self._saved = {name: vars(optimizer)[name] for name in self._NAMES if name in vars(optimizer)}
-            for name, method in zip(self._NAMES, (self.signal_skip_step, self.step, self.zero_grad), strict=True):
-                setattr(optimizer, name, method)
+            for name in self._NAMES:
+                setattr(optimizer, name, types.MethodType(self._forwarding(name), optimizer))
+
+    def _forwarding(self, name: str) -> Callable[..., Any]:
+        """A function for the optimizer's ``name`` that calls this object's, whatever it is bound to: torch's LR
+        schedulers re-bind ``optimizer.step.__func__`` to the optimizer."""
+        method = getattr(self, name)
+
+        def forward(_optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            return method(*args, **kwargs)
+
+        return forward
 
     def signal_skip_step(self, do_skip: bool = True) -> None:
         self._skips.append(bool(do_skip))

@@ -468,3 +468,29 @@ def test_constant_overhead_partition_models_take_batch_memory_manager(make_sessi
     assert partitions == [0] * 6  # one real step per batch of 40, whatever the physical batches of 16
     assert all("signal_skip_step" not in vars(o) and "step" not in vars(o) for o in optimizers)
     assert verify_bundle(session.run_dir, allow_not_for_release=True).valid
+
+
+def test_constant_overhead_partition_models_take_an_lr_scheduler(make_session):
+    """Reviewer's falserefusal_sched_partition (stop 27): torch's LR schedulers re-bind ``optimizer.step.__func__``
+    to the optimizer, which broke the virtual steps installed for BatchMemoryManager ('SGD' object has no attribute
+    '_skips'). A scheduler made on the optimizer trial.make_private returns works in every mode."""
+    seen = []
+
+    def train(trial):
+        model = nn.Linear(4, 2)
+        model, optimizer, loader = trial.make_private(
+            module=model, optimizer=torch.optim.SGD(model.parameters(), lr=trial.params["lr"]),
+            data_loader=DataLoader(trial.dataset, batch_size=40))
+        schedule = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(xb), yb).backward()
+            optimizer.step()
+            schedule.step()
+        seen.append(trial.mode)
+        return model
+
+    with make_session(20.0, 1e-5, seed=3) as session:
+        result = _tune(session, "constant-overhead", train=train)
+    assert result.selected is not None and "partition" in seen and "covered" in seen
+    assert verify_bundle(session.run_dir, allow_not_for_release=True).valid
