@@ -437,7 +437,10 @@ class Session:
         ``written`` updates the session's state for the record (a release's coverage, the closed flag). It runs as
         soon as the record is durable, before the signed head is written, so the state always follows the ledger:
         a head that cannot be written (a full disk, no file descriptor left) raises with the record counted, and a
-        retried release is refused instead of releasing a second output under one charge.
+        retried release is refused instead of releasing a second output under one charge. (The record is then not
+        queued for the mirror: ``dpaudit mirror sync`` sends it. Queueing stays after the head's file I/O, which
+        releases the GIL: a mirror worker started on the open record would otherwise begin importing MLflow while
+        the session still opens.)
 
         Raises:
             InvalidParameter: the body holds a confidential key (e.g. ``true_value``).
@@ -451,8 +454,8 @@ class Session:
             record = self._ledger.append(body.TYPE, described)
             if written is not None:
                 written()
-            self._tracking.enqueue(record, self._filter.spent)
             write_head(self.run_dir, self.run_id, record, self._key)  # after the fsync: never ahead of the ledger
+            self._tracking.enqueue(record, self._filter.spent)
         return record
 
     def _check_open(self) -> None:
@@ -555,8 +558,8 @@ class Session:
         self._charges[record.seq] = charge
         if body["key"] is not None:
             self._keys[body["key"]] = record.seq
-        self._tracking.enqueue(record, self._filter.spent)
         write_head(self.run_dir, self.run_id, record, self._key)
+        self._tracking.enqueue(record, self._filter.spent)
         return charge
 
     def holds(self, charge: Charge) -> bool:
