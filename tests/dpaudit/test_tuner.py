@@ -34,9 +34,9 @@ SPACE = {"design": "grid", "parameters": {"lr": {"low": 0.1, "high": 1.0, "log":
                                           "max_grad_norm": 1.0}}
 
 
-def train(trial):
-    model = nn.Linear(4, 2)
-    optimizer = torch.optim.SGD(model.parameters(), lr=trial.params["lr"])
+def fit(trial, model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> nn.Module:
+    """Train ``model`` for ``trial`` through ``trial.make_private`` (a new SGD optimizer unless one is given)."""
+    optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=trial.params["lr"])
     model, optimizer, loader = trial.make_private(
         module=model, optimizer=optimizer, data_loader=DataLoader(trial.dataset, batch_size=trial.params["batch_size"]))
     for _ in range(trial.params["epochs"]):
@@ -45,6 +45,10 @@ def train(trial):
             nn.functional.cross_entropy(model(xb), yb).backward()
             optimizer.step()
     return model
+
+
+def train(trial):
+    return fit(trial, nn.Linear(4, 2))
 
 
 def accuracy(model) -> float:

@@ -23,40 +23,18 @@ import dpaudit
 from dpaudit.errors import PluginError, UncoveredRelease
 from dpaudit.ledger import read_records
 from dpaudit.privacy_engine import PrivacyEngine
-from dpaudit.tuning.user import Trial, TrialHistory
+from dpaudit.tuning.user import TrialHistory
 from dpaudit.verify import verify_bundle
-from tests.dpaudit.test_tuner import SPACE, XV, YV, N, X, Y  # the same small task
+from tests.dpaudit.test_tuner import SPACE, N, X, Y, accuracy, fit
+from tests.dpaudit.test_tuner import train as _fresh  # the same small task, a new model per call
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
-
-
-
-def _accuracy(model: nn.Module) -> float:
-    with torch.no_grad():
-        return float((model(torch.from_numpy(XV)).argmax(1).numpy() == YV).mean())
-
-
-def _fit(trial: Trial, model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> nn.Module:
-    """Train ``model`` for ``trial`` through ``trial.make_private`` (a new SGD optimizer unless one is given)."""
-    optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=trial.params["lr"])
-    model, optimizer, loader = trial.make_private(
-        module=model, optimizer=optimizer, data_loader=DataLoader(trial.dataset, batch_size=trial.params["batch_size"]))
-    for _ in range(trial.params["epochs"]):
-        for xb, yb in loader:
-            optimizer.zero_grad()
-            nn.functional.cross_entropy(model(xb), yb).backward()
-            optimizer.step()
-    return model
-
-
-def _fresh(trial: Trial) -> nn.Module:
-    return _fit(trial, nn.Linear(4, 2))
 
 
 def _tune(session, method: str, train, **kwargs):
     options = {"randtune": {"gamma": 0.5}, "constant-overhead": {"record_ids": np.arange(N), "k": 3, "t_max": 2},
                "naive": {}}[method]
-    return dpaudit.tune(session, method, space=SPACE, train=train, score=_accuracy, score_range=(0.0, 1.0),
+    return dpaudit.tune(session, method, space=SPACE, train=train, score=accuracy, score_range=(0.0, 1.0),
                         dataset=(X, Y), **{**options, **kwargs})
 
 
@@ -89,7 +67,7 @@ def test_constant_overhead_puts_a_shared_model_back_after_each_partition_model(m
 
     def train(trial):
         starts.append((trial.mode, _same(_state(shared), initial), len(optimizer.state)))
-        return _fit(trial, shared, optimizer)
+        return fit(trial, shared, optimizer)
 
     with make_session(20.0, 1e-5, seed=3) as session:
         result = _tune(session, "constant-overhead", train=train)
@@ -108,7 +86,7 @@ def test_constant_overhead_refuses_a_warm_start_from_a_partition_model(make_sess
         model = nn.Linear(4, 2)
         if trial.mode == "covered":
             model.load_state_dict(saved)  # continue from a partition model: unnoised training on the data
-        model = _fit(trial, model)
+        model = fit(trial, model)
         if trial.mode == "partition":
             saved.update(_state(model))
         return model
@@ -117,7 +95,7 @@ def test_constant_overhead_refuses_a_warm_start_from_a_partition_model(make_sess
         model = nn.Linear(4, 2)
         if saved:
             model.load_state_dict(saved)  # partition i's model from partition i-1's: sensitivity 1/k fails
-        saved.update(_state(_fit(trial, model)))
+        saved.update(_state(fit(trial, model)))
         return model
 
     for train in (final_from_partition, across_partitions):
@@ -184,7 +162,7 @@ def test_randtune_refuses_a_warm_start_from_an_earlier_repetition(make_session):
         model = nn.Linear(4, 2)
         if saved:
             model.load_state_dict(saved)
-        model = _fit(trial, model)
+        model = fit(trial, model)
         saved.update(_state(model._module))
         return model
 
@@ -201,7 +179,7 @@ def test_randtune_refuses_a_warm_start_through_the_optimizer(make_session):
         optimizer = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
         if saved:
             optimizer.load_state_dict(saved)
-        model = _fit(trial, model, optimizer)
+        model = fit(trial, model, optimizer)
         saved.clear()
         saved.update(optimizer.state_dict())
         return model
@@ -219,7 +197,7 @@ def test_randtune_refuses_a_model_kept_across_repetitions(make_session):
 
     def reset(trial):
         shared.load_state_dict(initial)
-        return _fit(trial, shared)
+        return fit(trial, shared)
 
     with pytest.raises(PluginError, match="holds a tensor an earlier repetition trained"):
         _randtune(make_session, reset)
@@ -231,7 +209,7 @@ def test_randtune_accepts_a_shared_frozen_backbone(make_session):
 
     def head_only(trial):
         model = nn.Sequential(backbone, nn.Linear(4, 2))
-        return _fit(trial, model, torch.optim.SGD(model[1].parameters(), lr=trial.params["lr"]))
+        return fit(trial, model, torch.optim.SGD(model[1].parameters(), lr=trial.params["lr"]))
 
     session, result = _randtune(make_session, head_only)
     assert result.selected is not None and verify_bundle(session.run_dir, allow_not_for_release=True).valid
@@ -269,7 +247,7 @@ def test_naive_accepts_a_warm_start(make_session):
         model = nn.Linear(4, 2)
         if saved:
             model.load_state_dict(saved)
-        model = _fit(trial, model)
+        model = fit(trial, model)
         saved.update(_state(model._module))
         return model
 
@@ -407,7 +385,7 @@ def test_a_partition_model_given_another_partitions_state_after_its_steps_is_ref
 
     def score(model):
         scored.append(model)
-        return _accuracy(model)
+        return accuracy(model)
 
     with make_session(20.0, 1e-5, seed=3) as session, pytest.raises(PluginError, match="warm start"):
         dpaudit.tune(session, "constant-overhead", space=SPACE, train=train, score=score, score_range=(0.0, 1.0),
