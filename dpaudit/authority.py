@@ -53,7 +53,10 @@ from dpaudit.ledger import Record, read_records
 from dpaudit.mechanisms.randomness import RandomSource
 from dpaudit.records import FINISHED, RELEASE, ReleaseBody
 from dpaudit.session import Session, _jsonable
-from dpaudit.sidecar import ArrayFile, check_array_file
+from dpaudit.sidecar import ArrayFile, check_array_file, wants_sidecar
+
+IN_SIDECAR = object()
+"""A released output kept in a sidecar file, read back (by its ledger record) only when a retry asks for it."""
 
 MAX_KEY_CHARS = 200
 """The longest idempotency key (a key is public: it is written in the charge record)."""
@@ -104,7 +107,8 @@ class BudgetAuthority:
         self._session = session
         self._lock = threading.Lock()  # guards the dicts below
         self._key_locks: dict[str, threading.Lock] = {}
-        self._released: dict[str, Any] = {}  # key → the released output (an ArrayFile: kept in a sidecar file)
+        # key → the released output; an ArrayFile for one kept in a sidecar file, IN_SIDECAR until that is read back
+        self._released: dict[str, Any] = {}
         self._learn(read_records(session.ledger_path)[0])  # releases of keyed charges a resumed ledger holds
 
     @classmethod
@@ -128,9 +132,10 @@ class BudgetAuthority:
         return cls(Session.resume(run_id, store=store, signing_key=signing_key, rng=rng, mirror=mirror,
                                   tracking_uri=tracking_uri))
 
-    def _learn(self, records: list[Record]) -> None:
-        """Read the releases of keyed charges back from ``records`` (a resumed ledger's; the session holds its keys)."""
-        keys = {seq: key for key, seq in self._session.keyed_seqs()}
+    def _learn(self, records: list[Record], only: str | None = None) -> None:
+        """Read the releases of keyed charges back from ``records`` (a resumed ledger's; the session holds its keys),
+        or only the release of key ``only``."""
+        keys = {seq: key for key, seq in self._session.keyed_seqs() if only is None or key == only}
         for record in records:
             if record.type == RELEASE:
                 body = ReleaseBody.from_dict(record.body)
@@ -185,8 +190,8 @@ class BudgetAuthority:
 
         The first release of a grant records ``output`` and returns it. A later one (a retry, a re-run task) writes
         nothing and returns a copy of the output released first (an array as an array; after a resume, as the ledger
-        holds it, an array kept in a sidecar file read back from it), whatever ``output`` is: hand on what this
-        returns, never a re-run's own draw (module docstring).
+        holds it; an array large enough for a sidecar file read back from that file, so the authority never holds
+        it), whatever ``output`` is: hand on what this returns, never a re-run's own draw (module docstring).
 
         Raises:
             InvalidParameter: not a grant of this authority's run, or the output holds a confidential key or has no
@@ -206,15 +211,20 @@ class BudgetAuthority:
             with self._lock:
                 known, released = grant.key in self._released, self._released.get(grant.key)
             if known:
+                if released is IN_SIDECAR:  # its file is named in the ledger's release record
+                    self._learn(read_records(self._session.ledger_path)[0], only=grant.key)
+                    with self._lock:
+                        released = self._released[grant.key]
                 return self._read_back(grant, released)
             self._session.record_release(charge, output)
-            with self._lock:  # a copy: the caller may change its object after handing it on
-                self._released[grant.key] = (np.array(output, copy=True) if isinstance(output, np.ndarray)
+            with self._lock:  # a copy (a sidecar array is not held twice): the caller may change its object
+                self._released[grant.key] = (IN_SIDECAR if wants_sidecar(output) else
+                                             np.array(output, copy=True) if isinstance(output, np.ndarray)
                                              else _jsonable(output))
             return output
 
     def _read_back(self, grant: Grant, released: Any) -> Any:
-        """The output released first for ``grant``: as kept, or read from its sidecar file after a resume."""
+        """The output released first for ``grant``: as kept, or read from its sidecar file."""
         if not isinstance(released, ArrayFile):
             return copy.deepcopy(released)  # the caller may change what it is handed; the next retry gets the ledger's
         problem = check_array_file(self._session.run_dir, released)
